@@ -1,0 +1,19 @@
+"""dpsim: run real multi-process torch.distributed demos from a notebook.
+
+Public names:
+    launch        run fn(rank, world_size, *args) on N local ranks
+    RankError     a rank failed (names the rank, carries its traceback)
+    LaunchTimeout ranks did not finish in time (all were stopped)
+    rank_device   the device a rank should put its tensors on
+    torchrun      run a rank function under torchrun, output in rank order
+    plot_ranks    bar chart of per-rank tensors, before and after
+    check         say whether an exercise answer matches a real run
+"""
+from ._device import rank_device
+from ._exercise import check
+from ._launch import LaunchTimeout, RankError, launch
+from ._plot import plot_ranks
+from ._torchrun import torchrun
+
+__all__ = ["launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "plot_ranks", "check"]
+__version__ = "0.1.0"

@@ -1,0 +1,5 @@
+import sys
+
+from ._torchrun import main
+
+sys.exit(main())

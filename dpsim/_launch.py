@@ -1,0 +1,205 @@
+"""dpsim.launch: run a function on N local ranks with torch.distributed initialised."""
+from __future__ import annotations
+
+import itertools
+import linecache
+import os
+import pickle
+import sys
+import tempfile
+import time
+from typing import Any, Callable
+
+import cloudpickle
+
+from . import _forkserver
+from ._backend import loopback_interface, resolve_backend
+
+_GRACE = 2.0  # seconds the other ranks get to finish once one has failed
+_REAP = 10.0  # seconds to wait for killed ranks to be reaped
+_ids = itertools.count(1)
+
+
+class RankError(RuntimeError):
+    """A rank raised, or exited without returning.
+
+    `rank` is the rank that failed first: when one rank dies, its peers often
+    fail next with connection errors, which are consequences, not the cause.
+    """
+
+    def __init__(self, failures: dict[int, dict], stopped: list[int]) -> None:
+        self.failures = failures
+        self.stopped = stopped
+        self.rank = min(failures, key=lambda r: (failures[r].get("time", float("inf")), r))
+        first = failures[self.rank]
+        self.exc_type = first["type"]
+        self.exc_message = first["message"]
+        self.rank_traceback = first["traceback"]
+        self.original = _load_exception(first.get("exception"))
+        super().__init__(self.summary() + "\n\n" + f"Traceback from rank {self.rank}:\n" + self.rank_traceback)
+
+    def summary(self) -> str:
+        """One line per failed rank, and which ranks were stopped."""
+        order = [self.rank] + sorted(r for r in self.failures if r != self.rank)
+        lines = [f"rank {r} raised {self.failures[r]['type']}: {self.failures[r]['message']}" for r in order]
+        if self.stopped:
+            lines.append(f"ranks {self.stopped} were still running and were stopped")
+        return "\n".join(lines)
+
+
+class LaunchTimeout(TimeoutError):
+    """Some ranks had not finished after `timeout` seconds; all were stopped."""
+
+    def __init__(self, unfinished: list[int], timeout: float) -> None:
+        self.unfinished = unfinished
+        super().__init__(
+            f"ranks {unfinished} had not finished after {timeout:g} s (a rank waiting in a collective that "
+            "another rank never joins?). All ranks were stopped."
+        )
+
+
+def _load_exception(data: bytes | None) -> BaseException | None:
+    try:
+        return pickle.loads(data) if data else None
+    except Exception:
+        return None
+
+
+def _exit_failure(code: int) -> dict:
+    if code < 0:
+        import signal
+
+        what = f"was killed by signal {signal.Signals(-code).name}"
+    else:
+        what = f"exited with code {code} before returning"
+    return {"type": "ProcessExit", "message": what, "traceback": f"(no Python traceback: the process {what})\n"}
+
+
+def _serialize(fn: Callable, args: tuple) -> bytes:
+    try:
+        return cloudpickle.dumps((fn, args))
+    except Exception as exc:
+        raise TypeError(f"dpsim.launch cannot send fn or its arguments to the ranks: {exc}") from None
+
+
+def _cell_sources() -> dict:
+    """linecache entries of notebook cells, so rank tracebacks show their source."""
+    return {k: v for k, v in linecache.cache.items() if "ipykernel_" in k and len(v) == 4}
+
+
+def _print_outputs(outdir: str, world_size: int) -> None:
+    for rank in range(world_size):
+        path = _file(outdir, rank, "log")
+        text = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+        if text:
+            sys.stdout.write(f"[rank {rank}]\n{text}" + ("" if text.endswith("\n") else "\n"))
+    sys.stdout.flush()
+
+
+def launch(
+    fn: Callable[..., Any],
+    *args: Any,
+    world_size: int = 2,
+    backend: str = "auto",
+    timeout: float = 60.0,
+) -> list[Any]:
+    """Run ``fn(rank, world_size, *args)`` on `world_size` local processes.
+
+    Each process has ``torch.distributed`` initialised (``backend`` 'auto': NCCL
+    with one GPU per rank when there are enough GPUs, else gloo). Returns the
+    per-rank return values in rank order; tensors come back on the CPU. Each
+    rank's output is printed under a ``[rank r]`` header, in rank order.
+
+    Raises RankError (naming the rank, with its traceback) if any rank fails, and
+    LaunchTimeout if ranks are still running after `timeout` seconds. Either way,
+    and on KeyboardInterrupt, every rank is killed before this returns.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn must be callable, got {type(fn).__name__}")
+    if isinstance(world_size, bool) or not isinstance(world_size, int) or world_size < 1:
+        raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
+    if not isinstance(timeout, (int, float)) or timeout <= 0:
+        raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if not hasattr(os, "fork"):
+        raise RuntimeError("dpsim.launch needs os.fork (Linux or macOS); on Windows run rank code with torchrun")
+    backend = resolve_backend(backend, world_size)
+    payload = _serialize(fn, args)
+
+    server = _forkserver.get()
+    with server.lock, tempfile.TemporaryDirectory(prefix="dpsim-") as outdir:
+        req = {
+            "id": next(_ids), "world_size": world_size, "backend": backend, "timeout": float(timeout),
+            "payload": payload, "env": dict(os.environ), "sys_path": list(sys.path), "cwd": os.getcwd(),
+            "outdir": outdir, "loopback": loopback_interface(), "linecache": _cell_sources(),
+            "threads": max(1, (os.cpu_count() or 1) // world_size),
+        }
+        codes = _run(server, req, timeout)
+        _print_outputs(outdir, world_size)
+        return _collect(outdir, world_size, codes, timeout)
+
+
+def _run(server: _forkserver.ForkServer, req: dict, timeout: float) -> dict[int, int]:
+    """Start the ranks and wait; returns {rank: exit code} of ranks that ended by themselves."""
+    lid, ws = req["id"], req["world_size"]
+    server.send(("launch", req))
+    deadline = time.monotonic() + timeout
+    while True:  # skip reports left over from an earlier, interrupted launch
+        msg = server.recv(timeout=max(0.0, deadline - time.monotonic()) + 30.0)
+        if msg is None or (msg[0] == "started" and msg[1] == lid):
+            break
+    server.check(msg, "started")
+    codes: dict[int, int] = {}
+    failed_at = None
+    try:
+        while len(codes) < ws:
+            until = deadline if failed_at is None else min(deadline, failed_at + _GRACE)
+            msg = server.recv(timeout=max(0.0, until - time.monotonic()))
+            if msg is None:
+                break
+            if msg[0] == "exit" and msg[1] == lid:
+                codes[msg[2]] = msg[3]
+                if msg[3] != 0 and failed_at is None:
+                    failed_at = time.monotonic()
+    finally:
+        if len(codes) < ws:  # timeout, a failed rank, or KeyboardInterrupt: stop the rest
+            _stop(server, lid, ws, codes)
+    return codes
+
+
+def _stop(server: _forkserver.ForkServer, lid: int, ws: int, codes: dict[int, int]) -> None:
+    """Kill the launch's remaining ranks and wait until they are reaped."""
+    server.send(("kill", lid))
+    reaped = set(codes)
+    deadline = time.monotonic() + _REAP
+    while len(reaped) < ws:
+        msg = server.recv(timeout=max(0.0, deadline - time.monotonic()))
+        if msg is None:
+            server.close()  # the server's death takes any straggler with it
+            return
+        if msg[0] == "exit" and msg[1] == lid:
+            reaped.add(msg[2])
+
+
+def _file(outdir: str, rank: int, kind: str) -> str:
+    return os.path.join(outdir, f"rank{rank}.{kind}")
+
+
+def _collect(outdir: str, ws: int, codes: dict[int, int], timeout: float) -> list[Any]:
+    failures, unfinished = {}, []
+    for rank in range(ws):
+        if os.path.exists(_file(outdir, rank, "error")):
+            with open(_file(outdir, rank, "error"), "rb") as f:
+                failures[rank] = pickle.load(f)
+        elif codes.get(rank, 0) != 0:
+            failures[rank] = _exit_failure(codes[rank])
+        elif not os.path.exists(_file(outdir, rank, "result")):
+            unfinished.append(rank)  # fn had not returned; a rank still leaving the group has finished
+    if failures:
+        raise RankError(failures, stopped=unfinished)
+    if unfinished:
+        raise LaunchTimeout(unfinished, timeout)
+    results = []
+    for rank in range(ws):
+        with open(_file(outdir, rank, "result"), "rb") as f:
+            results.append(cloudpickle.load(f))
+    return results

@@ -1,0 +1,154 @@
+"""What runs inside one forked rank: capture output, join the group, call fn, report."""
+from __future__ import annotations
+
+import linecache
+import os
+import pickle
+import re
+import signal
+import socket
+import sys
+import time
+import traceback
+from datetime import timedelta
+from typing import Any
+
+import cloudpickle
+import torch
+import torch.distributed as dist
+
+from ._forkserver import die_with_parent
+
+_CELL = re.compile(r"[^\"']*ipykernel_\d+[/\\]\d+\.py")
+
+
+def short_path(text: str) -> str:
+    """Drop machine-specific prefixes from file names in a traceback."""
+    text = _CELL.sub("<notebook cell>", text)
+    return re.sub(r"[^\"'\s]*[/\\](site|dist)-packages[/\\]", "", text)
+
+
+def to_cpu(obj: Any) -> Any:
+    """Tensors anywhere in lists, tuples and dicts come back as CPU tensors."""
+    if isinstance(obj, torch.Tensor):
+        return obj.detach().cpu()
+    if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
+        return type(obj)(to_cpu(x) for x in obj)
+    if isinstance(obj, dict) and type(obj) is dict:
+        return {k: to_cpu(v) for k, v in obj.items()}
+    return obj
+
+
+def _redirect_output(path: str) -> None:
+    log = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(log, 1)
+    os.dup2(log, 2)  # one file keeps stdout and stderr in the order they happened
+    os.dup2(null, 0)
+    for fd in {log, null} - {0, 1, 2}:
+        os.close(fd)
+    sys.stdin = open(0, closefd=False)
+    sys.stdout = open(1, "w", buffering=1, closefd=False, encoding="utf-8", errors="backslashreplace")
+    sys.stderr = open(2, "w", buffering=1, closefd=False, encoding="utf-8", errors="backslashreplace")
+
+
+def _set_environment(rank: int, req: dict, port: int) -> None:
+    os.environ.clear()
+    os.environ.update(req["env"])
+    ws = req["world_size"]
+    os.environ.update(
+        RANK=str(rank), WORLD_SIZE=str(ws), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(ws),
+        GROUP_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+    )
+    if req["loopback"]:  # gloo and NCCL bind their own listening sockets to this interface
+        os.environ["GLOO_SOCKET_IFNAME"] = req["loopback"]
+        os.environ["NCCL_SOCKET_IFNAME"] = req["loopback"]
+    sys.path[:] = req["sys_path"]
+    os.chdir(req["cwd"])
+    sys.argv = [f"rank{rank}"]
+
+
+def _join(rank: int, req: dict, port: int, listener: socket.socket | None) -> dist.TCPStore:
+    ws, timeout = req["world_size"], timedelta(seconds=req["timeout"])
+    store = dist.TCPStore(
+        "127.0.0.1", port, ws, is_master=rank == 0, timeout=timeout,
+        master_listen_fd=listener.fileno() if listener is not None else None,
+    )
+    if req["backend"] == "nccl":
+        torch.cuda.set_device(rank)
+    dist.init_process_group(req["backend"], store=store, rank=rank, world_size=ws, timeout=timeout)
+    return store
+
+
+def _leave(store: dist.TCPStore, rank: int, ws: int) -> None:
+    """Rank 0 hosts the store, so it leaves last."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    if rank == 0:
+        store.wait([f"dpsim/left/{r}" for r in range(1, ws)])
+    else:
+        store.set(f"dpsim/left/{rank}", b"1")
+
+
+def _write(path: str, data: bytes) -> None:
+    with open(path + ".tmp", "wb") as f:
+        f.write(data)
+    os.replace(path + ".tmp", path)  # the caller never sees half a file
+
+
+def _error_record(exc: BaseException) -> bytes:
+    record = {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": short_path("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))),
+        "exception": None,
+        "time": time.monotonic(),  # one clock for all local processes: the earliest failure is the cause
+    }
+    try:
+        record["exception"] = cloudpickle.dumps(exc)
+        pickle.loads(record["exception"])  # only keep it if the caller can load it
+    except Exception:
+        record["exception"] = None
+    return pickle.dumps(record)
+
+
+class ReturnValueError(TypeError):
+    """A rank's return value cannot be sent back to the caller."""
+
+
+def run(rank: int, req: dict, port: int, listener: socket.socket) -> int:
+    """Body of a forked rank; returns its exit code."""
+    os.setpgid(0, 0)
+    parent = os.getppid()
+    die_with_parent()
+    if os.getppid() != parent:
+        return 1
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    base = os.path.join(req["outdir"], f"rank{rank}")
+    _redirect_output(base + ".log")
+    if rank != 0:
+        listener.close()
+    try:
+        _set_environment(rank, req, port)
+        torch.set_num_threads(req["threads"])
+        linecache.cache.update(req["linecache"])  # so tracebacks show notebook cell source
+        fn, args = cloudpickle.loads(req["payload"])
+        store = _join(rank, req, port, listener if rank == 0 else None)
+        result = fn(rank, req["world_size"], *args)
+        try:
+            data = cloudpickle.dumps(to_cpu(result))
+        except Exception as exc:
+            raise ReturnValueError(
+                f"the value returned by rank {rank} ({type(result).__name__}) cannot be pickled: {exc}. "
+                "Return tensors, numbers, strings or containers of them."
+            ) from None
+        _write(base + ".result", data)
+        _leave(store, rank, req["world_size"])
+        return 0
+    except BaseException as exc:  # noqa: BLE001 - every failure is reported to the caller
+        _write(base + ".error", _error_record(exc))
+        return 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()

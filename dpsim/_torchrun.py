@@ -1,0 +1,135 @@
+"""The same rank function under torchrun: the engine for many machines.
+
+``python -m dpsim FILE.py:FUNC [ARGS...]`` calls FUNC(rank, world_size, *ARGS).
+Under torchrun (RANK is set) it joins the group torchrun describes; run
+directly it starts its own ranks with dpsim.launch.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import subprocess
+import sys
+import tempfile
+from typing import Any, Callable, Sequence
+
+import cloudpickle
+import torch.distributed as dist
+
+from ._backend import resolve_backend
+
+
+def load_target(target: str) -> Callable[..., Any]:
+    """'path/to/file.py:func', 'package.module:func' or a cloudpickled 'fn.pkl' -> the function."""
+    if target.endswith(".pkl"):
+        with open(target, "rb") as f:
+            return cloudpickle.load(f)
+    where, sep, name = target.rpartition(":")
+    if not sep or not where or not name:
+        raise ValueError(f"target must look like FILE.py:FUNC or MODULE:FUNC, got {target!r}")
+    if where.endswith(".py"):
+        spec = importlib.util.spec_from_file_location(os.path.basename(where)[:-3], where)
+        if spec is None or not os.path.exists(where):
+            raise FileNotFoundError(f"no such file: {where}")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # lets pickle find classes defined there
+        spec.loader.exec_module(module)
+        cloudpickle.register_pickle_by_value(module)  # dpsim.launch's ranks cannot import a file by name
+    else:
+        module = importlib.import_module(where)
+    fn = getattr(module, name, None)
+    if not callable(fn):
+        raise AttributeError(f"{where} has no function {name!r}")
+    return fn
+
+
+def run_under_torchrun(fn: Callable[..., Any], args: Sequence[str] = (), backend: str = "auto") -> Any:
+    """Join the group from torchrun's environment, call fn(rank, world_size, *args), leave."""
+    world_size = int(os.environ["WORLD_SIZE"])
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
+    backend = resolve_backend(backend, local_world)
+    if backend == "nccl":
+        import torch
+
+        torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
+    dist.init_process_group(backend)  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+    try:
+        return fn(dist.get_rank(), world_size, *args)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dpsim", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("target", help="FILE.py:FUNC, MODULE:FUNC or a cloudpickled FUNC.pkl")
+    parser.add_argument("args", nargs="*", help="extra string arguments passed to FUNC")
+    parser.add_argument("--world-size", type=int, default=2, help="ranks to start when not under torchrun")
+    parser.add_argument("--backend", default="auto", choices=["auto", "gloo", "nccl"])
+    opts = parser.parse_args(argv)
+    fn = load_target(opts.target)
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        run_under_torchrun(fn, opts.args, opts.backend)
+    else:
+        from ._launch import launch
+
+        launch(fn, *opts.args, world_size=opts.world_size, backend=opts.backend)
+    return 0
+
+
+def torchrun(
+    target: str | Callable[..., Any],
+    *args: str,
+    nproc_per_node: int = 2,
+    extra: Sequence[str] = (),
+    timeout: float = 120.0,
+) -> None:
+    """Run ``python -m dpsim TARGET ARGS`` under torchrun (one node, `nproc_per_node` ranks).
+
+    `target` is 'FILE.py:FUNC', 'MODULE:FUNC' or a function object (sent by
+    value, so a function defined in a notebook runs unchanged). Prints each
+    rank's output under a ``[rank r]`` header, in rank order; raises
+    RuntimeError if torchrun fails. `extra` holds more torchrun flags
+    (e.g. ["--max-restarts", "1"]).
+    """
+    with tempfile.TemporaryDirectory(prefix="dpsim-torchrun-") as tmp:
+        logs = os.path.join(tmp, "logs")
+        if callable(target):
+            path = os.path.join(tmp, "fn.pkl")
+            with open(path, "wb") as f:
+                cloudpickle.dump(target, f)
+            target = path
+        cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+               f"--nproc-per-node={nproc_per_node}", "--log-dir", logs, "--redirects", "3", *extra,
+               "-m", "dpsim", target, *args]
+        env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
+                   PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # functions pickled by reference resolve
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
+        outputs = _rank_logs(logs, nproc_per_node)
+        for rank in range(nproc_per_node):
+            if outputs[rank]:
+                sys.stdout.write(f"[rank {rank}]\n{outputs[rank]}")
+        if proc.returncode != 0:
+            raise RuntimeError(f"torchrun failed (exit code {proc.returncode}):\n{proc.stderr[-3000:]}")
+
+
+def _rank_logs(logs: str, nproc: int) -> list[str]:
+    """Last attempt's stdout+stderr of each local rank, from torchrun's --log-dir."""
+    found: dict[int, tuple[str, str]] = {}
+    for root, _, files in os.walk(logs):
+        parts = root.replace(os.sep, "/").split("/")
+        attempt = next((p for p in parts if p.startswith("attempt_")), "attempt_0")
+        rank = parts[-1]
+        if not rank.isdigit() or int(rank) >= nproc:
+            continue
+        text = ""
+        for name in ("stdout.log", "stderr.log"):
+            if name in files:
+                text += open(os.path.join(root, name), encoding="utf-8", errors="replace").read()
+        r = int(rank)
+        if r not in found or int(attempt.split("_")[1]) >= int(found[r][0].split("_")[1]):
+            found[r] = (attempt, text)
+    return [found.get(r, ("", ""))[1] for r in range(nproc)]

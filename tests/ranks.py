@@ -1,0 +1,108 @@
+"""Rank functions for the launcher tests (importable, so children load them by name)."""
+import os
+import time
+
+import torch
+import torch.distributed as dist
+
+
+def all_reduce_rank_ids(rank, world_size):
+    t = torch.tensor([float(rank)])
+    print(f"rank {rank} of {world_size} has {t.item():g}")
+    dist.all_reduce(t)
+    print(f"rank {rank} now has {t.item():g}")
+    return t
+
+
+def write_pid(path_dir, rank):
+    with open(os.path.join(path_dir, f"{rank}.pid.tmp"), "w") as f:
+        f.write(str(os.getpid()))
+    os.replace(os.path.join(path_dir, f"{rank}.pid.tmp"), os.path.join(path_dir, f"{rank}.pid"))
+
+
+def one_rank_raises(rank, world_size, pid_dir):
+    write_pid(pid_dir, rank)
+    if rank == 1:
+        raise ValueError("bad shard on this rank")
+    dist.all_reduce(torch.ones(1))  # the others wait here for a rank that never comes
+    return rank
+
+
+def one_rank_hangs(rank, world_size, pid_dir):
+    write_pid(pid_dir, rank)
+    if rank == 1:
+        time.sleep(1000)
+    return rank
+
+
+def all_sleep(rank, world_size, pid_dir):
+    write_pid(pid_dir, rank)
+    time.sleep(1000)
+
+
+def returns_unpicklable(rank, world_size):
+    import threading
+
+    return threading.Lock() if rank == 1 else rank
+
+
+def exits_hard(rank, world_size):
+    if rank == 1:
+        os._exit(7)
+    return rank
+
+
+def killed_by_signal(rank, world_size):
+    if rank == 0:
+        os.kill(os.getpid(), 9)
+    return rank
+
+
+def listening_sockets(rank, world_size, extra_store=False):
+    """Local addresses of this process's listening TCP sockets, after real traffic.
+
+    extra_store: also open a TCPStore the usual way (no pre-bound socket), as a
+    control that the listing sees a socket on all interfaces.
+    """
+    if extra_store and rank == 0:
+        _keep.append(dist.TCPStore("127.0.0.1", 0, 1, is_master=True))
+    dist.all_reduce(torch.ones(8))
+    dist.barrier()
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            target = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            inodes.add(target[8:-1])
+    found = []
+    for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
+        with open(table) as f:
+            next(f)
+            for line in f:
+                cols = line.split()
+                if cols[3] == "0A" and cols[9] in inodes:  # 0A = LISTEN
+                    found.append(_decode(cols[1].split(":")[0], width))
+    dist.barrier()  # nobody leaves (closing sockets) before all have looked
+    return found
+
+
+_keep = []
+
+
+def _decode(hex_addr, width):
+    raw = bytes.fromhex(hex_addr)
+    if width == 8:
+        return ".".join(str(b) for b in raw[::-1])
+    words = [raw[i:i + 4][::-1] for i in range(0, 16, 4)]  # four little-endian 32-bit words
+    import ipaddress
+
+    return str(ipaddress.IPv6Address(b"".join(words)))
+
+
+def env_and_device(rank, world_size):
+    import dpsim
+
+    keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
+    return {k: os.environ[k] for k in keys} | {"device": str(dpsim.rank_device()), "backend": dist.get_backend()}

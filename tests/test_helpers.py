@@ -1,0 +1,46 @@
+"""dpsim's small helpers: exercise checks, figures, traceback paths."""
+import matplotlib
+import pytest
+import torch
+
+import dpsim
+from dpsim._rank import short_path, to_cpu
+
+
+@pytest.mark.parametrize("answer, actual, verdict", [
+    (None, 3.0, "No answer yet"),
+    (6, torch.tensor([6.0]), "Right"),
+    ([6.0, 6.0], torch.tensor([6.0, 6.0]), "Right"),
+    ([6.0, 6.0], torch.tensor([6.0, 5.0]), "Not yet"),
+    ([6.0], torch.tensor([6.0, 6.0]), "Not yet"),  # shape matters
+    (0.1 + 0.2, 0.3, "Right"),
+    ("gloo", "gloo", "Right"),
+    ("nccl", "gloo", "Not yet"),
+])
+def test_check(capsys, answer, actual, verdict):
+    dpsim.check(answer, actual)
+    out = capsys.readouterr().out
+    assert out.startswith(verdict)
+    if verdict == "Not yet":
+        assert str(actual) not in out  # the check never prints the answer
+
+
+def test_plot_ranks_draws_the_data():
+    fig = dpsim.plot_ranks({"before": [torch.tensor([0.0]), torch.tensor([1.0])],
+                            "after": [torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])]})
+    assert isinstance(fig, matplotlib.figure.Figure)
+    before, after = fig.axes
+    assert [b.get_height() for b in before.patches] == [0.0, 1.0]
+    assert [b.get_height() for b in after.patches] == [1.0, 2.0, 1.0, 2.0]
+    assert [t.get_text() for t in after.get_xticklabels()] == ["rank 0", "rank 1"]
+
+
+def test_short_path_hides_machine_paths():
+    text = ('File "/tmp/ipykernel_123/456789.py", line 3\n'
+            'File "/home/me/.venv/lib/python3.11/site-packages/torch/distributed/c10d.py", line 9')
+    assert short_path(text) == 'File "<notebook cell>", line 3\nFile "torch/distributed/c10d.py", line 9'
+
+
+def test_to_cpu_walks_containers():
+    out = to_cpu({"a": [torch.ones(1, requires_grad=True) * 2, (torch.zeros(2),)], "b": 3})
+    assert out["b"] == 3 and not out["a"][0].requires_grad and out["a"][1][0].device.type == "cpu"

@@ -1,0 +1,50 @@
+"""Stored notebooks are what readers see and what nbval compares: keep them whole and clean."""
+import glob
+import json
+import os
+import re
+import tempfile
+
+import pytest
+
+from conftest import ROOT
+
+NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "chapters", "*.ipynb")))
+MACHINE = [p for p in {ROOT + "/", os.path.expanduser("~") + "/", tempfile.gettempdir() + "/"} if p != "//"]
+
+
+def cells(path):
+    return json.load(open(path))["cells"]
+
+
+def text_of(output):
+    parts = [output.get("text", "")]
+    for mime in ("text/plain", "text/html"):
+        parts.append(output.get("data", {}).get(mime, ""))
+    return "".join("".join(p) if isinstance(p, list) else p for p in parts)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_executed_and_clean(path):
+    for i, cell in enumerate(c for c in cells(path) if c["cell_type"] == "code"):
+        assert cell["execution_count"] is not None, f"code cell {i} was never run"
+        tags = cell.get("metadata", {}).get("tags", [])
+        for out in cell["outputs"]:
+            if out["output_type"] == "error":
+                assert "raises-exception" in tags, f"code cell {i} stores an unexpected error"
+            text = text_of(out)
+            assert not any(m in text for m in MACHINE), f"code cell {i} shows a machine path"
+            if out.get("name") == "stderr":
+                assert not re.search(r"Warning|warn\(", text), f"code cell {i} has a warning on stderr"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_structure(path):
+    headings = [line for c in cells(path) if c["cell_type"] == "markdown"
+                for line in "".join(c["source"]).splitlines() if line.startswith(("#", "**"))]
+    text = "\n".join(headings)
+    for part in ("Objectives", "Questions", "Exercises", "Summary"):
+        assert part in text, f"{os.path.basename(path)} lacks a '{part}' part"
+    sources = "".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "code")
+    assert "dpsim.check(" in sources, "exercises need a cell that checks the answer"
+    assert not re.search(r"from dpsim\.|dpsim\._", sources), "chapters use only dpsim's public names"
