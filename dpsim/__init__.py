@@ -14,6 +14,9 @@ from ._exercise import check
 from ._launch import LaunchTimeout, RankError, launch
 from ._plot import plot_ranks
 from ._torchrun import torchrun
+from . import _ipython
+
+_ipython.install(RankError, LaunchTimeout)
 
 __all__ = ["launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "plot_ranks", "check"]
 __version__ = "0.1.0"

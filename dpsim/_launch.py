@@ -25,12 +25,20 @@ class RankError(RuntimeError):
 
     `rank` is the rank that failed first: when one rank dies, its peers often
     fail next with connection errors, which are consequences, not the cause.
+    Ranks that failed with the same error are reported together, and `rank` is
+    then the lowest of them, so a bug that hits every rank reads the same each run.
     """
 
     def __init__(self, failures: dict[int, dict], stopped: list[int]) -> None:
         self.failures = failures
         self.stopped = stopped
-        self.rank = min(failures, key=lambda r: (failures[r].get("time", float("inf")), r))
+        groups: dict[tuple[str, str], list[int]] = {}
+        for r in sorted(failures):
+            groups.setdefault((failures[r]["type"], failures[r]["message"]), []).append(r)
+        self._groups = sorted(groups.items(), key=lambda kv: min(failures[r].get("time", float("inf"))
+                                                                  for r in kv[1]))
+        self.ranks = self._groups[0][1]  # the first failure, and every rank that failed the same way
+        self.rank = self.ranks[0]
         first = failures[self.rank]
         self.exc_type = first["type"]
         self.exc_message = first["message"]
@@ -39,9 +47,11 @@ class RankError(RuntimeError):
         super().__init__(self.summary() + "\n\n" + f"Traceback from rank {self.rank}:\n" + self.rank_traceback)
 
     def summary(self) -> str:
-        """One line per failed rank, and which ranks were stopped."""
-        order = [self.rank] + sorted(r for r in self.failures if r != self.rank)
-        lines = [f"rank {r} raised {self.failures[r]['type']}: {self.failures[r]['message']}" for r in order]
+        """One line per distinct failure (the first one first), and which ranks were stopped."""
+        lines = []
+        for (kind, message), ranks in self._groups:
+            who = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {ranks}"
+            lines.append(f"{who} raised {kind}: {message}")
         if self.stopped:
             lines.append(f"ranks {self.stopped} were still running and were stopped")
         return "\n".join(lines)

@@ -22,9 +22,12 @@ from ._forkserver import die_with_parent
 _CELL = re.compile(r"[^\"']*ipykernel_\d+[/\\]\d+\.py")
 
 
+_ABOVE_DPSIM = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def short_path(text: str) -> str:
     """Drop machine-specific prefixes from file names in a traceback."""
-    text = _CELL.sub("<notebook cell>", text)
+    text = _CELL.sub("<notebook cell>", text).replace(_ABOVE_DPSIM, "")
     return re.sub(r"[^\"'\s]*[/\\](site|dist)-packages[/\\]", "", text)
 
 
@@ -97,10 +100,13 @@ def _write(path: str, data: bytes) -> None:
 
 
 def _error_record(exc: BaseException) -> bytes:
+    tb = exc.__traceback__
+    if tb is not None and tb.tb_frame.f_code is run.__code__ and tb.tb_next is not None:
+        tb = tb.tb_next  # start at the reader's code, not at this launcher frame
     record = {
         "type": type(exc).__name__,
         "message": str(exc),
-        "traceback": short_path("".join(traceback.format_exception(type(exc), exc, exc.__traceback__))),
+        "traceback": short_path("".join(traceback.format_exception(type(exc), exc, tb))),
         "exception": None,
         "time": time.monotonic(),  # one clock for all local processes: the earliest failure is the cause
     }

@@ -106,3 +106,7 @@ def env_and_device(rank, world_size):
 
     keys = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")
     return {k: os.environ[k] for k in keys} | {"device": str(dpsim.rank_device()), "backend": dist.get_backend()}
+
+
+def all_raise_the_same(rank, world_size):
+    raise ValueError("same bug everywhere")

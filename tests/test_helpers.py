@@ -1,4 +1,6 @@
 """dpsim's small helpers: exercise checks, figures, traceback paths."""
+import re
+
 import matplotlib
 import pytest
 import torch
@@ -44,3 +46,22 @@ def test_short_path_hides_machine_paths():
 def test_to_cpu_walks_containers():
     out = to_cpu({"a": [torch.ones(1, requires_grad=True) * 2, (torch.zeros(2),)], "b": 3})
     assert out["b"] == 3 and not out["a"][0].requires_grad and out["a"][1][0].device.type == "cpu"
+
+
+def test_ipython_shows_rank_errors_from_the_cell_down():
+    """In a notebook, a RankError's traceback holds the cell and the rank's code, not dpsim's frames."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    src = ("import dpsim, torch.distributed as dist\n"
+           "def f(rank, world_size):\n"
+           "    raise KeyError(rank)\n"
+           "dpsim.launch(f, world_size=2)")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(src)])
+    NotebookClient(nb, kernel_name="python3", allow_errors=True, timeout=120).execute()
+    (err,) = [o for o in nb.cells[0].outputs if o.output_type == "error"]
+    shown = "\n".join(err.traceback)
+    assert err.ename == "RankError"
+    assert re.match(r"rank ([01]) raised KeyError: \1\n", err.evalue)
+    assert 'File "<notebook cell>", line 3, in f' in err.evalue
+    assert "dpsim" + "/_" not in shown  # no launcher frames, so no paths of this machine

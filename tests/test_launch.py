@@ -216,3 +216,12 @@ def test_caller_initialised_cuda(python, script_env):
     """, timeout=120, cwd=os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr
     assert "RESULT nccl cuda:0" in proc.stdout
+
+
+def test_same_error_on_every_rank_reads_the_same_each_run():
+    for _ in range(3):
+        with pytest.raises(dpsim.RankError) as info:
+            dpsim.launch(ranks.all_raise_the_same, world_size=4)
+        assert info.value.rank == 0 and info.value.ranks == [0, 1, 2, 3]
+        assert str(info.value).startswith("ranks [0, 1, 2, 3] raised ValueError: same bug everywhere\n\n"
+                                          "Traceback from rank 0:\n")
