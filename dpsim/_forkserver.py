@@ -113,6 +113,7 @@ def serve() -> None:
     import cloudpickle  # noqa: F401
     import torch  # noqa: F401
     import torch.distributed  # noqa: F401
+    import torch._dynamo  # noqa: F401  # DDP imports it (800+ modules, ~1 s) on first use: once here, not per rank
     import torch.nn.parallel  # noqa: F401
 
     from . import _rank

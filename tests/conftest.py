@@ -26,3 +26,24 @@ def script_env():
 @pytest.fixture
 def python():
     return sys.executable
+
+
+def chapter_code(notebook: str, *names: str) -> dict:
+    """Run a chapter's first code cell (its imports) and the cells that define `names`.
+
+    Tests then exercise the very code a reader studies in the chapter.
+    """
+    import json
+
+    cells = [c for c in json.load(open(os.path.join(ROOT, "chapters", notebook)))["cells"]
+             if c["cell_type"] == "code"]
+    sources = ["".join(c["source"]) for c in cells]
+    wanted = [sources[0]]
+    for name in names:
+        found = [s for s in sources if f"def {name}(" in s or f"\n{name} = " in f"\n{s}"]
+        assert found, f"{notebook} defines no {name}"
+        wanted += [s for s in found if s not in wanted]
+    namespace = {"__name__": "chapter_" + notebook.split("_")[0]}  # not importable: sent to ranks by value
+    for src in wanted:
+        exec(compile(src, notebook, "exec"), namespace)
+    return namespace

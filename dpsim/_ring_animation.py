@@ -1,0 +1,62 @@
+"""Step-by-step animation of a ring all-reduce, drawn from a real run's log."""
+from __future__ import annotations
+
+import re
+from typing import Sequence
+
+import matplotlib.pyplot as plt
+from matplotlib import animation
+
+
+def contributors(value: float) -> list[int]:
+    """Rank r starts with 2**r, so a chunk's value in binary names the ranks summed into it."""
+    v, bits = int(round(value)), []
+    while v:
+        bits.append(v & 1)
+        v >>= 1
+    return [r for r, b in enumerate(bits) if b]
+
+
+def animate_ring(logs: Sequence[Sequence[dict]], title: str = "ring all-reduce") -> str:
+    """Self-contained HTML (frames and player inline, no network) of a ring all-reduce.
+
+    ``logs[rank]`` is that rank's list of steps: dicts with ``step``, ``phase``
+    ("start", "reduce-scatter" or "all-gather"), ``send`` and ``recv`` (chunk
+    indices, None at start) and ``chunks`` (the first value of each chunk
+    after the step). Values must be sums of 2**rank (see `contributors`).
+    """
+    p, steps = len(logs), len(logs[0])
+    fig, ax = plt.subplots(figsize=(1.1 * p + 3.2, 0.6 * p + 0.9))
+
+    def draw(s: int) -> None:
+        ax.clear()
+        ax.set_xlim(-1.2, p + 2.2)
+        ax.set_ylim(p - 0.4, -1.0)
+        ax.axis("off")
+        entry = logs[0][s]
+        ax.set_title(f"{title}, p={p}: " + ("start" if entry["phase"] == "start"
+                                           else f"step {entry['step'] + 1} of {steps - 1} ({entry['phase']})"),
+                     fontsize=9)
+        for c in range(p):
+            ax.text(c, -0.75, f"chunk {c}", ha="center", fontsize=8)
+        for r in range(p):
+            ax.text(-1.1, r, f"rank {r}", va="center", fontsize=8)
+            for c, value in enumerate(logs[r][s]["chunks"]):
+                who = contributors(value)
+                ax.add_patch(plt.Rectangle((c - 0.45, r - 0.4), 0.9, 0.8, color=plt.cm.Blues(0.15 + 0.75 * len(who) / p)))
+                label = "all" if len(who) == p else "+".join(map(str, who))
+                ax.text(c, r, label, ha="center", va="center", fontsize=8, color="white" if len(who) == p else "black")
+            recv = logs[r][s]["recv"]
+            if recv is not None:  # this rank just received chunk `recv` from its left neighbour
+                ax.add_patch(plt.Rectangle((recv - 0.45, r - 0.4), 0.9, 0.8, fill=False, lw=2.2, ec="#d62728"))
+                verb = "added" if entry["phase"] == "reduce-scatter" else "copied"
+                ax.text(p - 0.35, r, f"{verb} chunk {recv}\nfrom rank {(r - 1) % p}", va="center",
+                        fontsize=7, color="#d62728")
+
+    anim = animation.FuncAnimation(fig, draw, frames=steps, interval=1200)
+    html = anim.to_jshtml(default_mode="once")
+    plt.close(fig)
+    ids = sorted(set(re.findall(r"_anim_[a-z]+([0-9a-f]{32})", html)))
+    for i, uid in enumerate(ids):  # matplotlib uses random ids; fixed ones keep the output stable
+        html = html.replace(uid, f"ring{i}")
+    return html

@@ -1,0 +1,61 @@
+"""Small, deterministic SVG bar charts of per-rank values (text, so widgets can ship many)."""
+from __future__ import annotations
+
+from html import escape
+from typing import Sequence
+
+_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+
+
+def _fmt(v: float) -> str:
+    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.2e}"
+
+
+def bars_svg(
+    panels: dict[str, Sequence[Sequence[float]]],
+    title: str = "",
+    panel_width: int = 260,
+    height: int = 190,
+    labels: dict[str, Sequence[str]] | None = None,
+) -> str:
+    """One panel per stage, one bar group per rank, element i of each rank in colour i.
+
+    A rank with no values (e.g. a non-destination rank of gather) shows "empty".
+    `labels[panel]` names that panel's groups (default "rank 0", "rank 1", ...).
+    """
+    top, bottom, left = 34 if title else 16, 28, 10
+    plot_h = height - top - bottom
+    values = [v for ranks in panels.values() for vals in ranks for v in vals]
+    hi, lo = max(values + [0.0]), min(values + [0.0])
+    span = (hi - lo) or 1.0
+    y = lambda v: top + (hi - v) / span * plot_h  # noqa: E731
+    width = left + panel_width * len(panels)
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="10">']
+    if title:
+        out.append(f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>')
+    for p, (name, ranks) in enumerate(panels.items()):
+        x0 = left + p * panel_width
+        out.append(f'<text x="{x0 + panel_width / 2:.0f}" y="{top - 6}" text-anchor="middle" '
+                   f'font-weight="bold">{escape(name)}</text>')
+        out.append(f'<line x1="{x0}" x2="{x0 + panel_width - 10}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#444"/>')
+        group = (panel_width - 10) / max(1, len(ranks))
+        for r, vals in enumerate(ranks):
+            gx = x0 + r * group
+            name_r = labels[name][r] if labels and name in labels else f"rank {r}"
+            out.append(f'<text x="{gx + group / 2:.1f}" y="{height - 10}" text-anchor="middle">{escape(name_r)}</text>')
+            if not vals:
+                out.append(f'<text x="{gx + group / 2:.1f}" y="{y(0) - 4:.1f}" text-anchor="middle" '
+                           f'fill="#888">empty</text>')
+                continue
+            bw = group * 0.8 / len(vals)
+            for i, v in enumerate(vals):
+                bx = gx + group * 0.1 + i * bw
+                y1, y2 = sorted((y(v), y(0)))
+                out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
+                           f'fill="{_COLOURS[i % len(_COLOURS)]}"/>')
+                if len(vals) <= 4:
+                    out.append(f'<text x="{bx + bw / 2:.1f}" y="{y1 - 2:.1f}" text-anchor="middle" '
+                               f'font-size="8">{_fmt(v)}</text>')
+    out.append("</svg>")
+    return "".join(out)

@@ -1,0 +1,50 @@
+"""The widget pieces: views computed from runs, flipped in the browser by linked controls."""
+import xml.etree.ElementTree as ET
+
+import ipywidgets as widgets
+import pytest
+
+import dpsim
+from dpsim._ring_animation import contributors
+
+
+def walk(w):
+    yield w
+    for child in getattr(w, "children", ()):
+        yield from walk(child)
+
+
+def test_explorer_links_every_control_to_its_stacks():
+    axes = {"a": [1, 2, 3], "b": ["x", "y"]}
+    views = {(a, b): f"<p>{a}{b}</p>" for a in axes["a"] for b in axes["b"]}
+    w = dpsim.explorer(views, axes)
+    controls = [c for c in walk(w) if isinstance(c, widgets.ToggleButtons)]
+    stacks = [c for c in walk(w) if isinstance(c, widgets.Stack)]
+    assert [c.options for c in controls] == [("1", "2", "3"), ("x", "y")]
+    assert len(stacks) == 1 + 3  # outer stack, one inner per value of a
+    assert sorted((controls.index(l.source[0]), stacks.index(l.target[0])) for l in w.links) == \
+        [(0, 0), (1, 1), (1, 2), (1, 3)]  # control a drives the outer stack, b every inner one
+    assert all(l.source[1] == "index" and l.target[1] == "selected_index" for l in w.links)
+    outer = stacks[0]
+    assert outer.children[2].children[1].value == "<p>3y</p>"  # a=3 -> 3rd child, b=y -> 2nd
+    assert repr(w) == "explorer(a=[1, 2, 3], b=['x', 'y'])"
+
+
+def test_explorer_needs_every_view():
+    with pytest.raises(KeyError, match="no view for setting"):
+        dpsim.explorer({(1,): "one"}, {"a": [1, 2]})
+
+
+def test_bars_svg_is_valid_and_draws_each_value():
+    svg = dpsim.bars_svg({"before": [[1.0, -2.0], []], "after": [[3.0], [3.0]]}, title="t <&>",
+                         labels={"after": ["p", "q"]})
+    root = ET.fromstring(svg)
+    ns = "{http://www.w3.org/2000/svg}"
+    assert len(root.findall(f"{ns}rect")) == 4
+    texts = [t.text for t in root.findall(f"{ns}text")]
+    assert "t <&>" in texts and "empty" in texts and "p" in texts and "rank 1" in texts
+
+
+def test_contributors_decodes_powers_of_two():
+    assert contributors(1 + 4 + 8) == [0, 2, 3]
+    assert contributors(0) == []
