@@ -10,21 +10,24 @@ Public names:
     check         say whether an exercise answer matches a real run
     explorer      a widget that flips between views computed from real runs
     bars_svg      a small SVG bar chart of per-rank values, for explorer views
+    lines_svg     a small SVG line chart (e.g. a buffer per rank over steps)
     animate_ring  step-by-step HTML animation of a ring all-reduce, from its log
     ThreadDataParallel  nn.DataParallel's algorithm with threads, so it runs on a CPU
+    decomposes    does a loss satisfy f([x, y]) == (f(x) + f(y)) / 2 (values and gradients)?
 """
 from ._dataparallel import ThreadDataParallel
+from ._decompose import Decomposition, decomposes
 from ._device import rank_device
 from ._exercise import check
 from ._explorer import explorer
 from ._launch import LaunchTimeout, RankError, launch
 from ._plot import plot_ranks
 from ._ring_animation import animate_ring
-from ._svg import bars_svg
+from ._svg import bars_svg, lines_svg
 from ._torchrun import torchrun
 from . import _ipython
 
 _ipython.install(RankError, LaunchTimeout)
 
-__all__ = ["launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "plot_ranks", "check", "explorer", "bars_svg", "animate_ring", "ThreadDataParallel"]
+__all__ = ["launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "plot_ranks", "check", "explorer", "bars_svg", "lines_svg", "animate_ring", "ThreadDataParallel", "decomposes", "Decomposition"]
 __version__ = "0.1.0"

@@ -59,3 +59,37 @@ def bars_svg(
                                f'font-size="8">{_fmt(v)}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def lines_svg(
+    series: dict[str, Sequence[float]],
+    title: str = "",
+    xlabel: str = "step",
+    width: int = 420,
+    height: int = 200,
+) -> str:
+    """One line per named series (e.g. per rank) over steps 0, 1, 2, ..."""
+    top, bottom, left, right = 34 if title else 16, 30, 46, 110
+    values = [v for vals in series.values() for v in vals] or [0.0]
+    hi, lo = max(values), min(values)
+    span = (hi - lo) or 1.0
+    steps = max((len(v) for v in series.values()), default=1)
+    px = lambda i: left + i * (width - left - right) / max(1, steps - 1)  # noqa: E731
+    py = lambda v: top + (hi - v) / span * (height - top - bottom)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="10">']
+    if title:
+        out.append(f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>')
+    for v in (lo, hi):
+        out.append(f'<text x="{left - 4}" y="{py(v) + 3:.1f}" text-anchor="end">{_fmt(v)}</text>')
+    out.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" stroke="#444"/>')
+    out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">{escape(xlabel)}</text>')
+    dashes = ["", "6,3", "2,2", "8,2,2,2"]
+    for k, (name, vals) in enumerate(series.items()):
+        colour = _COLOURS[k % len(_COLOURS)]
+        points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(vals))
+        out.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2" '
+                   f'stroke-dasharray="{dashes[k % len(dashes)]}"/>')
+        out.append(f'<text x="{width - right + 8}" y="{top + 12 + 14 * k}" fill="{colour}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "".join(out)

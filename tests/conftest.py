@@ -40,7 +40,7 @@ def chapter_code(notebook: str, *names: str) -> dict:
     sources = ["".join(c["source"]) for c in cells]
     wanted = [sources[0]]
     for name in names:
-        found = [s for s in sources if f"def {name}(" in s or f"\n{name} = " in f"\n{s}"]
+        found = [s for s in sources if f"def {name}(" in s or f"class {name}(" in s or f"\n{name} = " in f"\n{s}"]
         assert found, f"{notebook} defines no {name}"
         wanted += [s for s in found if s not in wanted]
     namespace = {"__name__": "chapter_" + notebook.split("_")[0]}  # not importable: sent to ranks by value

@@ -93,3 +93,104 @@ def test_run_collective_semantics(ch2):
 
 def collectives_typo(rank, world_size, run):
     return run("allreduce", torch.zeros(2))
+
+
+CH4 = "04_averaging_vs_summing.ipynb"
+CH5 = "05_batchnorm_and_syncbatchnorm.ipynb"
+
+
+@pytest.fixture(scope="module")
+def ch4():
+    return chapter_code(CH4, "allreduce_sum_hook", "AllReduceSum", "soft_iou_loss", "global_soft_iou_loss")
+
+
+def sum_hook_run(rank, world_size, hook, sizes):
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.randn(sum(sizes), 3, generator=g), torch.randn(sum(sizes), 1, generator=g)
+    start = sum(sizes[:rank])
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(3, 1))
+    model.register_comm_hook(None, hook)
+    nn.MSELoss(reduction="sum")(model(x[start:start + sizes[rank]]), y[start:start + sizes[rank]]).backward()
+    torch.manual_seed(0)
+    single = nn.Linear(3, 1)
+    nn.MSELoss(reduction="sum")(single(x), y).backward()
+    return all(torch.allclose(a.grad, b.grad, atol=1e-5) for a, b in zip(model.parameters(), single.parameters()))
+
+
+@pytest.mark.parametrize("sizes", [[4, 4], [1, 6], [2, 3, 5]])
+def test_sum_hook_gives_single_process_sum_gradient(ch4, sizes):
+    assert all(dpsim.launch(sum_hook_run, ch4["allreduce_sum_hook"], sizes, world_size=len(sizes)))
+
+
+def iou_run(rank, world_size, local_loss, global_loss):
+    from torch import nn
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(24, 4, generator=g)
+    t = (x[:, :1] > 0.3).float()
+    per = 24 // world_size
+    torch.manual_seed(0)
+    model = DDP(nn.Linear(4, 1))
+    global_loss(model(x[rank * per:(rank + 1) * per]), t[rank * per:(rank + 1) * per]).backward()
+    torch.manual_seed(0)
+    single = nn.Linear(4, 1)
+    local_loss(single(x), t).backward()
+    return max((a.grad - b.grad).abs().max().item() for a, b in zip(model.parameters(), single.parameters()))
+
+
+@pytest.mark.parametrize("p", [1, 2, 3, 4])
+def test_global_iou_gradient_equals_single_process(ch4, p):
+    gaps = dpsim.launch(iou_run, ch4["soft_iou_loss"], ch4["global_soft_iou_loss"], world_size=p)
+    assert max(gaps) < 1e-6
+
+
+def test_per_rank_iou_gradient_differs(ch4):
+    """Control for the test above: without the global statistic DDP's gradient is off."""
+    gaps = dpsim.launch(iou_run, ch4["soft_iou_loss"], ch4["soft_iou_loss"], world_size=4)
+    assert max(gaps) > 1e-4
+
+
+@pytest.fixture(scope="module")
+def ch5():
+    return chapter_code(CH5, "AllReduceSum", "CPUSyncBatchNorm")
+
+
+def syncbn_run(rank, world_size, cls, sizes, features):
+    from torch import nn
+
+    g = torch.Generator().manual_seed(11)
+    x = torch.cat([torch.randn(n, features, generator=g) * (r + 1) + r for r, n in enumerate(sizes)])
+    w = torch.randn(len(x), features, generator=g)
+    start = sum(sizes[:rank])
+    mine = slice(start, start + sizes[rank])
+    torch.manual_seed(0)
+    ours = cls(features)
+    for _ in range(2):  # two steps: running statistics accumulate
+        xs = x[mine].clone().requires_grad_(True)
+        out = ours(xs)
+        (out * w[mine]).sum().backward()
+    grads = torch.cat([ours.weight.grad, ours.bias.grad])
+    dist.all_reduce(grads)
+    torch.manual_seed(0)
+    ref = nn.BatchNorm1d(features)
+    for _ in range(2):
+        xr = x.clone().requires_grad_(True)
+        out_ref = ref(xr)
+        (out_ref * w).sum().backward()
+    ours.eval()
+    ref.eval()
+    return (torch.allclose(out, out_ref[mine], atol=1e-5), torch.allclose(xs.grad, xr.grad[mine], atol=1e-5),
+            torch.allclose(grads, torch.cat([ref.weight.grad, ref.bias.grad]), atol=1e-4),
+            torch.allclose(ours.running_var, ref.running_var, atol=1e-5),
+            torch.allclose(ours(x[mine]), ref(x[mine]), atol=1e-5))
+
+
+@pytest.mark.parametrize("sizes", [[5], [4, 4], [2, 7], [1, 2, 3, 6]])
+def test_cpu_syncbatchnorm_equals_batchnorm_on_global_batch(ch5, sizes):
+    for checks in dpsim.launch(syncbn_run, ch5["CPUSyncBatchNorm"], sizes, 3, world_size=len(sizes)):
+        assert checks == (True, True, True, True, True)

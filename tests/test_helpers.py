@@ -65,3 +65,33 @@ def test_ipython_shows_rank_errors_from_the_cell_down():
     assert re.match(r"rank ([01]) raised KeyError: \1\n", err.evalue)
     assert 'File "<notebook cell>", line 3, in f' in err.evalue
     assert "dpsim" + "/_" not in shown  # no launcher frames, so no paths of this machine
+
+
+def test_decomposes_separates_mean_sum_and_iou():
+    from torch import nn
+
+    torch.manual_seed(0)
+    out, target = torch.randn(12, 1), torch.randn(12, 1)
+    assert dpsim.decomposes(nn.MSELoss(), out, target, parts=3).ok
+    assert dpsim.decomposes(nn.CrossEntropyLoss(), torch.randn(12, 4), torch.randint(0, 4, (12,)), parts=4).ok
+    summed = dpsim.decomposes(nn.MSELoss(reduction="sum"), out, target, parts=3)
+    assert not summed.ok and abs(summed.whole - 3 * summed.averaged) < 1e-4
+
+    def iou(o, t):
+        p, t = torch.sigmoid(o), (t > 0).float()
+        return 1 - (p * t).sum() / (p + t - p * t).sum()
+
+    verdict = dpsim.decomposes(iou, out, target, parts=2)
+    assert not verdict.ok and verdict.max_grad_gap > 1e-4
+    assert str(verdict).startswith("does NOT decompose")
+    with pytest.raises(ValueError, match="cannot be cut into 5 equal shards"):
+        dpsim.decomposes(nn.MSELoss(), out, target, parts=5)
+
+
+def test_lines_svg_draws_one_line_per_series():
+    import xml.etree.ElementTree as ET
+
+    svg = dpsim.lines_svg({"rank 0": [0.0, 1.0, 0.5], "rank 1": [2.0, 2.0, 2.0]}, title="running mean")
+    root = ET.fromstring(svg)
+    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    assert len(lines) == 2 and all(len(l.get("points").split()) == 3 for l in lines)
