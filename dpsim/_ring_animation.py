@@ -17,6 +17,18 @@ def contributors(value: float) -> list[int]:
     return [r for r, b in enumerate(bits) if b]
 
 
+_ICONS = {"fa fa-minus": "&minus;", "fa fa-plus": "+", "fa fa-fast-backward": "&#x23EE;",
+          "fa fa-step-backward": "&#x23F4;&#x23F4;", "fa fa-play fa-flip-horizontal": "&#x25C0;",
+          "fa fa-pause": "&#x23F8;", "fa fa-play": "&#x25B6;", "fa fa-step-forward": "&#x23F5;&#x23F5;",
+          "fa fa-fast-forward": "&#x23ED;"}
+
+
+def _offline(html: str) -> str:
+    """matplotlib's player takes its button icons from a CDN stylesheet; use plain symbols instead."""
+    html = re.sub(r"<link[^>]*font-awesome[^>]*>", "", html, flags=re.S)
+    return re.sub(r'<i class="([^"]+)"></i>', lambda m: _ICONS.get(m.group(1), m.group(0)), html)
+
+
 def animate_ring(logs: Sequence[Sequence[dict]], title: str = "ring all-reduce") -> str:
     """Self-contained HTML (frames and player inline, no network) of a ring all-reduce.
 
@@ -56,6 +68,7 @@ def animate_ring(logs: Sequence[Sequence[dict]], title: str = "ring all-reduce")
     anim = animation.FuncAnimation(fig, draw, frames=steps, interval=1200)
     html = anim.to_jshtml(default_mode="once")
     plt.close(fig)
+    html = _offline(html)
     ids = sorted(set(re.findall(r"_anim_[a-z]+([0-9a-f]{32})", html)))
     for i, uid in enumerate(ids):  # matplotlib uses random ids; fixed ones keep the output stable
         html = html.replace(uid, f"ring{i}")

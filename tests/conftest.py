@@ -1,4 +1,5 @@
 import os
+import subprocess
 import sys
 
 import pytest
@@ -47,3 +48,13 @@ def chapter_code(notebook: str, *names: str) -> dict:
     for src in wanted:
         exec(compile(src, notebook, "exec"), namespace)
     return namespace
+
+
+@pytest.fixture(scope="session")
+def built_book():
+    """Build once per session into _build/html, as `make book` does."""
+    jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
+    proc = subprocess.run([jb, "build", "--warningiserror", "--keep-going", ROOT],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
+    return os.path.join(ROOT, "_build", "html")

@@ -48,3 +48,11 @@ def test_bars_svg_is_valid_and_draws_each_value():
 def test_contributors_decodes_powers_of_two():
     assert contributors(1 + 4 + 8) == [0, 2, 3]
     assert contributors(0) == []
+
+
+def test_ring_animation_needs_no_network():
+    logs = [[{"step": -1, "phase": "start", "send": None, "recv": None, "chunks": [float(2 ** r)] * 2}]
+            for r in range(2)]
+    html = dpsim.animate_ring(logs)
+    assert "http" not in html.replace("http://www.w3.org", "")  # no stylesheet or script from elsewhere
+    assert "<i class=" not in html and "&#x25B6;" in html  # player icons as plain symbols
