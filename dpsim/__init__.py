@@ -29,5 +29,9 @@ from . import _ipython
 
 _ipython.install(RankError, LaunchTimeout)
 
-__all__ = ["launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "plot_ranks", "check", "explorer", "bars_svg", "lines_svg", "animate_ring", "ThreadDataParallel", "decomposes", "Decomposition"]
+__all__ = [
+    "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun",
+    "ThreadDataParallel", "decomposes", "Decomposition",
+    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "check",
+]
 __version__ = "0.1.0"
