@@ -194,3 +194,20 @@ def syncbn_run(rank, world_size, cls, sizes, features):
 def test_cpu_syncbatchnorm_equals_batchnorm_on_global_batch(ch5, sizes):
     for checks in dpsim.launch(syncbn_run, ch5["CPUSyncBatchNorm"], sizes, 3, world_size=len(sizes)):
         assert checks == (True, True, True, True, True)
+
+
+@pytest.fixture(scope="module")
+def ch6():
+    return chapter_code("06_when_sync_happens.ipynb", "make_model", "timeline")
+
+
+@pytest.mark.parametrize("cap_mb, expected", [(0.5, [["5", "4"], ["3", "2"], ["1", "0"]]), (25.0, None)])
+def test_timeline_buckets_run_in_reverse_layer_order(ch6, cap_mb, expected):
+    ready, buckets, backward_end = dpsim.launch(ch6["timeline"], cap_mb, world_size=2)[1]
+    layers = [sorted({p.split(".")[0] for p in b["params"]}, reverse=True) for b in buckets]
+    assert [name for name, _ in ready][:2] == ["5.bias", "5.weight"]
+    if expected:
+        assert layers == expected
+    else:  # 25 MiB: everything after the small first bucket fits one bucket
+        assert sum(len(l) for l in layers) == 6 and len(buckets) <= 2
+    assert all(b["start"] <= b["end"] for b in buckets)
