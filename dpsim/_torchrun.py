@@ -10,9 +10,11 @@ import argparse
 import importlib
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import tempfile
+from datetime import timedelta
 from typing import Any, Callable, Sequence
 
 import cloudpickle
@@ -45,18 +47,30 @@ def load_target(target: str) -> Callable[..., Any]:
     return fn
 
 
+def _attempt_store(rank: int, world_size: int) -> dist.Store:
+    """torchrun's store, with this restart attempt's own key prefix.
+
+    torchrun keeps one store across --max-restarts attempts, so without a prefix
+    a restarted worker reads the previous attempt's addresses and cannot connect.
+    """
+    agent_hosts_it = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
+                          is_master=not agent_hosts_it and rank == 0, timeout=timedelta(minutes=5))
+    return dist.PrefixStore(f"dpsim/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+
+
 def run_under_torchrun(fn: Callable[..., Any], args: Sequence[str] = (), backend: str = "auto") -> Any:
     """Join the group from torchrun's environment, call fn(rank, world_size, *args), leave."""
-    world_size = int(os.environ["WORLD_SIZE"])
+    rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     backend = resolve_backend(backend, local_world)
     if backend == "nccl":
         import torch
 
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
-    dist.init_process_group(backend)  # env://: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE
+    dist.init_process_group(backend, store=_attempt_store(rank, world_size), rank=rank, world_size=world_size)
     try:
-        return fn(dist.get_rank(), world_size, *args)
+        return fn(rank, world_size, *args)
     finally:
         if dist.is_initialized():
             dist.destroy_process_group()
@@ -107,13 +121,55 @@ def torchrun(
                "-m", "dpsim", target, *args]
         env = dict(os.environ, OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "1"),
                    PYTHONPATH=os.pathsep.join(p for p in sys.path if p))  # functions pickled by reference resolve
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)
-        outputs = _rank_logs(logs, nproc_per_node)
-        for rank in range(nproc_per_node):
-            if outputs[rank]:
-                sys.stdout.write(f"[rank {rank}]\n{outputs[rank]}")
+        # its own session, so that a timeout can kill torchrun and every worker it started
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        try:
+            _, stderr = proc.communicate(timeout=timeout)
+        except BaseException:
+            _stop_tree(proc)
+            raise
+        finally:
+            outputs = _rank_logs(logs, nproc_per_node)
+            for rank in range(nproc_per_node):
+                if outputs[rank]:
+                    sys.stdout.write(f"[rank {rank}]\n{outputs[rank]}")
         if proc.returncode != 0:
-            raise RuntimeError(f"torchrun failed (exit code {proc.returncode}):\n{proc.stderr[-3000:]}")
+            raise RuntimeError(f"torchrun failed (exit code {proc.returncode}):\n{stderr[-3000:]}")
+
+
+def _descendants(pid: int) -> list[int]:
+    """All processes below pid (Linux /proc; empty elsewhere)."""
+    children: dict[int, list[int]] = {}
+    for stat in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if stat.isdigit():
+            try:
+                ppid = int(open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(stat))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _stop_tree(proc: subprocess.Popen) -> None:
+    """Stop torchrun and its workers, which run in sessions of their own."""
+    workers = _descendants(proc.pid)
+    proc.terminate()  # torchrun's own handler stops its workers
+    try:
+        proc.communicate(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in [proc.pid, *workers]:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.communicate()
 
 
 def _rank_logs(logs: str, nproc: int) -> list[str]:

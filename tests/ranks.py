@@ -110,3 +110,16 @@ def env_and_device(rank, world_size):
 
 def all_raise_the_same(rank, world_size):
     raise ValueError("same bug everywhere")
+
+
+def fails_on_first_attempt(rank, world_size):
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    if attempt == 0 and rank == 1:
+        raise RuntimeError("first attempt fails")
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    print(f"attempt {attempt}: all_reduce gave {t.item():g}")
+
+
+def sleeps(rank, world_size):
+    time.sleep(1000)

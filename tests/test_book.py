@@ -45,7 +45,7 @@ def test_vendored_javascript_matches_its_manifest():
 
 def test_faq_links_every_answer_to_a_chapter_or_says_it_is_unproven():
     faq = open(os.path.join(ROOT, "faq.md"), encoding="utf-8").read()
-    proven, unproven = faq.split("## Not yet proven in this book")
+    proven = faq.split("## Not yet proven in this book")[0]  # that section, if any, says so itself
     questions = [q for q in proven.split("\n**")[1:]]
     assert len(questions) >= 15
     assert all("{ref}" in q for q in questions), [q[:60] for q in questions if "{ref}" not in q]

@@ -60,3 +60,33 @@ def test_torchrun_failure_is_reported(script_env):
 
     with pytest.raises(RuntimeError, match="torchrun failed"):
         dpsim.torchrun(lambda rank, world_size: 1 / 0, nproc_per_node=2)
+
+
+def test_restarted_workers_rejoin_under_max_restarts(capsys):
+    """torchrun reuses its store across restarts; the entry point must not read the old attempt's keys."""
+    import ranks
+
+    dpsim.torchrun(ranks.fails_on_first_attempt, nproc_per_node=2, extra=["--max-restarts", "1"])
+    out = capsys.readouterr().out
+    assert out == "[rank 0]\nattempt 1: all_reduce gave 2\n[rank 1]\nattempt 1: all_reduce gave 2\n"
+
+
+def test_torchrun_timeout_kills_every_process():
+    import glob
+
+    import pytest
+
+    import ranks
+    from conftest import alive
+
+    with pytest.raises(subprocess.TimeoutExpired):
+        dpsim.torchrun(ranks.sleeps, nproc_per_node=2, timeout=20)
+    leftovers = []
+    for cmdline in glob.glob("/proc/[0-9]*/cmdline"):
+        try:
+            text = open(cmdline, "rb").read().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"dpsim-torchrun-" in text and alive(int(cmdline.split("/")[2])):
+            leftovers.append(text[:120])
+    assert not leftovers, leftovers
