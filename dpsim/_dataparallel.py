@@ -73,10 +73,12 @@ class ThreadDataParallel(nn.Module):
         lap("scatter")
         outputs: list[Any] = [None] * self.replicas
         errors: list[BaseException] = []
+        grad_enabled = torch.is_grad_enabled()  # per thread in torch: carry the caller's mode over
 
         def run(i: int) -> None:
             try:
-                outputs[i] = replicas[i](shards[i])
+                with torch.set_grad_enabled(grad_enabled):
+                    outputs[i] = replicas[i](shards[i])
             except BaseException as exc:  # re-raised in the caller, like parallel_apply
                 errors.append(exc)
 

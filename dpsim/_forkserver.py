@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from typing import Any
 
 from . import _wire
@@ -67,6 +68,7 @@ class ForkServer:
         self.close()
         self._log.seek(0)
         log = self._log.read().decode(errors="replace")[-4000:]
+        self._log.close()
         return ForkServerDied(f"dpsim's fork server stopped {why}(exit code {self.proc.returncode}). Its log:\n{log}")
 
     def close(self) -> None:
@@ -77,6 +79,8 @@ class ForkServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        for f in (self.proc.stdin, self.proc.stdout):
+            f.close()
 
 
 _server: ForkServer | None = None
@@ -88,9 +92,16 @@ def get() -> ForkServer:
     global _server
     with _server_lock:
         if _server is None or not _server.alive():
+            if _server is not None:
+                _server.close()
             _server = ForkServer()
-            atexit.register(_server.close)
         return _server
+
+
+@atexit.register
+def _close_at_exit() -> None:
+    if _server is not None:
+        _server.close()
 
 
 # ---------------------------------------------------------------- server side
@@ -104,11 +115,11 @@ def die_with_parent() -> None:
 
 
 def serve() -> None:
-    """Loop: read launch/kill requests on stdin, fork ranks, report their exits."""
-    parent = os.getppid()
-    die_with_parent()
-    if os.getppid() != parent:
-        os._exit(0)
+    """Loop: read launch/kill requests on stdin, fork ranks, report their exits.
+
+    The server ends when its caller does: stdin then reaches EOF. (No PDEATHSIG
+    here: on Linux it fires when the *thread* that started the server exits.)
+    """
     # Preload what ranks use, once. Importing creates no OpenMP pool; running an op would.
     import cloudpickle  # noqa: F401
     import torch  # noqa: F401
@@ -128,8 +139,16 @@ def serve() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides about interrupts
 
     reader = _wire.Reader(proto_in)
-    running: dict[int, tuple[int, int]] = {}  # pid -> (launch id, rank)
+    running: dict[int, tuple[int, int]] = {}  # pid -> (launch id, rank); rank -1 is the launch's store
     _wire.send(proto_out, ("ready",))
+
+    def kill(launch_id: int | None, store_only: bool = False) -> None:
+        for pid, (lid, rank) in list(running.items()):
+            if (launch_id is None or lid == launch_id) and (rank < 0 or not store_only):
+                try:
+                    os.killpg(pid, signal.SIGKILL)  # the process and anything it started
+                except ProcessLookupError:
+                    pass
 
     def reap() -> None:
         while running:
@@ -139,45 +158,49 @@ def serve() -> None:
                 return
             if pid == 0:
                 return
-            if pid in running:
-                launch_id, rank = running.pop(pid)
-                _wire.send(proto_out, ("exit", launch_id, rank, os.waitstatus_to_exitcode(status)))
+            if pid not in running:
+                continue
+            launch_id, rank = running.pop(pid)
+            if rank < 0:
+                _wire.send(proto_out, ("store-gone", launch_id))  # the launch's last process is gone
+                continue
+            _wire.send(proto_out, ("exit", launch_id, rank, os.waitstatus_to_exitcode(status), time.monotonic()))
+            if not any(lid == launch_id and r >= 0 for lid, r in running.values()):
+                kill(launch_id, store_only=True)  # its last rank is gone: so is the store
 
-    def kill(launch_id: int | None) -> None:
-        for pid, (lid, _) in list(running.items()):
-            if launch_id is None or lid == launch_id:
-                try:
-                    os.killpg(pid, signal.SIGKILL)  # the rank and anything it started
-                except ProcessLookupError:
-                    pass
+    def fork(run, *args) -> int:
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                import traceback
+                for fd in (proto_out, wake_r, wake_w):  # fd 0 is replaced, not closed
+                    os.close(fd)
+                code = run(*args)
+            except BaseException:
+                traceback.print_exc()  # to the process's log if it got that far, else the server's
+            finally:
+                os._exit(code)
+        try:
+            os.setpgid(pid, pid)  # also done in the child: whichever runs first wins the race
+        except OSError:
+            pass
+        return pid
 
     def launch(req: dict) -> None:
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         listener.bind(("127.0.0.1", 0))  # the store's socket, bound to loopback before torch sees it
         listener.listen(128)
         port = listener.getsockname()[1]
+        # The store lives in a process of its own, so no rank's exit can take it from the others.
+        running[fork(_rank.host_store, req, listener)] = (req["id"], -1)
+        listener.close()
         pids = []
         for rank in range(req["world_size"]):
-            pid = os.fork()
-            if pid == 0:
-                code = 1
-                try:
-                    signal.set_wakeup_fd(-1)
-                    import traceback
-                    for fd in (proto_out, wake_r, wake_w):  # fd 0 is replaced, not closed
-                        os.close(fd)
-                    code = _rank.run(rank, req, port, listener)
-                except BaseException:
-                    traceback.print_exc()  # to the server's log: the rank could not report it
-                finally:
-                    os._exit(code)
-            try:
-                os.setpgid(pid, pid)  # also done in the child: whichever runs first wins the race
-            except OSError:
-                pass
+            pid = fork(_rank.run, rank, req, port)
             running[pid] = (req["id"], rank)
             pids.append(pid)
-        listener.close()
         _wire.send(proto_out, ("started", req["id"], pids))
 
     import select

@@ -75,14 +75,15 @@ def _load_exception(data: bytes | None) -> BaseException | None:
         return None
 
 
-def _exit_failure(code: int) -> dict:
+def _exit_failure(code: int, when: float) -> dict:
     if code < 0:
         import signal
 
         what = f"was killed by signal {signal.Signals(-code).name}"
     else:
         what = f"exited with code {code} before returning"
-    return {"type": "ProcessExit", "message": what, "traceback": f"(no Python traceback: the process {what})\n"}
+    return {"type": "ProcessExit", "message": what, "traceback": f"(no Python traceback: the process {what})\n",
+            "time": when}
 
 
 def _serialize(fn: Callable, args: tuple) -> bytes:
@@ -143,67 +144,72 @@ def launch(
             "outdir": outdir, "loopback": loopback_interface(), "linecache": _cell_sources(),
             "threads": max(1, (os.cpu_count() or 1) // world_size),
         }
-        codes = _run(server, req, timeout)
-        _print_outputs(outdir, world_size)
+        try:
+            codes = _run(server, req, timeout)
+        finally:  # also on Ctrl-C: what the ranks printed often explains a hang
+            _print_outputs(outdir, world_size)
         return _collect(outdir, world_size, codes, timeout)
 
 
-def _run(server: _forkserver.ForkServer, req: dict, timeout: float) -> dict[int, int]:
-    """Start the ranks and wait; returns {rank: exit code} of ranks that ended by themselves."""
+def _run(server: _forkserver.ForkServer, req: dict, timeout: float) -> dict[int, tuple[int, float]]:
+    """Start the ranks and wait; returns {rank: (exit code, time)} of ranks that ended by themselves."""
     lid, ws = req["id"], req["world_size"]
     server.send(("launch", req))
     deadline = time.monotonic() + timeout
-    while True:  # skip reports left over from an earlier, interrupted launch
-        msg = server.recv(timeout=max(0.0, deadline - time.monotonic()) + 30.0)
-        if msg is None or (msg[0] == "started" and msg[1] == lid):
-            break
-    server.check(msg, "started")
-    codes: dict[int, int] = {}
+    codes: dict[int, tuple[int, float]] = {}
     failed_at = None
     try:
+        while True:  # skip reports left over from an earlier, interrupted launch
+            msg = server.recv(timeout=max(0.0, deadline - time.monotonic()) + 30.0)
+            if msg is None or (msg[0] == "started" and msg[1] == lid):
+                break
+        server.check(msg, "started")
         while len(codes) < ws:
             until = deadline if failed_at is None else min(deadline, failed_at + _GRACE)
             msg = server.recv(timeout=max(0.0, until - time.monotonic()))
             if msg is None:
                 break
             if msg[0] == "exit" and msg[1] == lid:
-                codes[msg[2]] = msg[3]
+                codes[msg[2]] = (msg[3], msg[4])
                 if msg[3] != 0 and failed_at is None:
                     failed_at = time.monotonic()
     finally:
-        if len(codes) < ws:  # timeout, a failed rank, or KeyboardInterrupt: stop the rest
-            _stop(server, lid, ws, codes)
+        _stop(server, lid, ws, codes, kill=len(codes) < ws)  # timeout, a failed rank, or KeyboardInterrupt
     return codes
 
 
-def _stop(server: _forkserver.ForkServer, lid: int, ws: int, codes: dict[int, int]) -> None:
-    """Kill the launch's remaining ranks and wait until they are reaped."""
-    server.send(("kill", lid))
-    reaped = set(codes)
+def _stop(server: _forkserver.ForkServer, lid: int, ws: int, codes: dict, kill: bool) -> None:
+    """Optionally kill the launch's ranks, then wait until every rank and the store are reaped."""
+    if kill:
+        server.send(("kill", lid))
+    reaped, store_gone = set(codes), False
     deadline = time.monotonic() + _REAP
-    while len(reaped) < ws:
+    while len(reaped) < ws or not store_gone:
         msg = server.recv(timeout=max(0.0, deadline - time.monotonic()))
         if msg is None:
             server.close()  # the server's death takes any straggler with it
             return
         if msg[0] == "exit" and msg[1] == lid:
             reaped.add(msg[2])
+        elif msg[0] == "store-gone" and msg[1] == lid:
+            store_gone = True
 
 
 def _file(outdir: str, rank: int, kind: str) -> str:
     return os.path.join(outdir, f"rank{rank}.{kind}")
 
 
-def _collect(outdir: str, ws: int, codes: dict[int, int], timeout: float) -> list[Any]:
+def _collect(outdir: str, ws: int, codes: dict[int, tuple[int, float]], timeout: float) -> list[Any]:
     failures, unfinished = {}, []
     for rank in range(ws):
+        returned = os.path.exists(_file(outdir, rank, "result"))
         if os.path.exists(_file(outdir, rank, "error")):
             with open(_file(outdir, rank, "error"), "rb") as f:
                 failures[rank] = pickle.load(f)
-        elif codes.get(rank, 0) != 0:
-            failures[rank] = _exit_failure(codes[rank])
-        elif not os.path.exists(_file(outdir, rank, "result")):
-            unfinished.append(rank)  # fn had not returned; a rank still leaving the group has finished
+        elif rank in codes and (codes[rank][0] != 0 or not returned):
+            failures[rank] = _exit_failure(*codes[rank])  # e.g. os._exit, a signal, a crash in C++
+        elif not returned:
+            unfinished.append(rank)  # still running when stopped; a rank still leaving the group has finished
     if failures:
         raise RankError(failures, stopped=unfinished)
     if unfinished:

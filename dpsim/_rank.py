@@ -35,6 +35,8 @@ def to_cpu(obj: Any) -> Any:
     """Tensors anywhere in lists, tuples and dicts come back as CPU tensors."""
     if isinstance(obj, torch.Tensor):
         return obj.detach().cpu()
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):  # namedtuple
+        return type(obj)(*(to_cpu(x) for x in obj))
     if isinstance(obj, (list, tuple)) and type(obj) in (list, tuple):
         return type(obj)(to_cpu(x) for x in obj)
     if isinstance(obj, dict) and type(obj) is dict:
@@ -71,26 +73,17 @@ def _set_environment(rank: int, req: dict, port: int) -> None:
     sys.argv = [f"rank{rank}"]
 
 
-def _join(rank: int, req: dict, port: int, listener: socket.socket | None) -> dist.TCPStore:
+def _join(rank: int, req: dict, port: int) -> dist.TCPStore:
     ws, timeout = req["world_size"], timedelta(seconds=req["timeout"])
-    store = dist.TCPStore(
-        "127.0.0.1", port, ws, is_master=rank == 0, timeout=timeout,
-        master_listen_fd=listener.fileno() if listener is not None else None,
-    )
+    store = dist.TCPStore("127.0.0.1", port, ws, is_master=False, timeout=timeout)
     if req["backend"] == "nccl":
         torch.cuda.set_device(rank)
     dist.init_process_group(req["backend"], store=store, rank=rank, world_size=ws, timeout=timeout)
+    # Nobody starts fn before everyone has joined: a rank that fails at once would otherwise
+    # leave peers that are still connecting to it with a connection error instead of fn's.
+    store.set(f"dpsim/joined/{rank}", b"1")
+    store.wait([f"dpsim/joined/{r}" for r in range(ws)])
     return store
-
-
-def _leave(store: dist.TCPStore, rank: int, ws: int) -> None:
-    """Rank 0 hosts the store, so it leaves last."""
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    if rank == 0:
-        store.wait([f"dpsim/left/{r}" for r in range(1, ws)])
-    else:
-        store.set(f"dpsim/left/{rank}", b"1")
 
 
 def _write(path: str, data: bytes) -> None:
@@ -122,25 +115,42 @@ class ReturnValueError(TypeError):
     """A rank's return value cannot be sent back to the caller."""
 
 
-def run(rank: int, req: dict, port: int, listener: socket.socket) -> int:
-    """Body of a forked rank; returns its exit code."""
+def _become_child(log: str) -> bool:
+    """Own process group, die with the server, default signals, output to `log`."""
     os.setpgid(0, 0)
     parent = os.getppid()
     die_with_parent()
     if os.getppid() != parent:
-        return 1
+        return False
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    _redirect_output(log)
+    return True
+
+
+def host_store(req: dict, listener: socket.socket) -> int:
+    """The launch's TCPStore server, on the loopback socket it is handed; runs until killed."""
+    if not _become_child(os.path.join(req["outdir"], "store.log")):
+        return 1
+    store = dist.TCPStore("127.0.0.1", listener.getsockname()[1], req["world_size"], is_master=True,
+                          wait_for_workers=False,
+                          timeout=timedelta(seconds=req["timeout"]), master_listen_fd=listener.fileno())
+    while store is not None:
+        signal.pause()
+    return 0
+
+
+def run(rank: int, req: dict, port: int) -> int:
+    """Body of a forked rank; returns its exit code."""
     base = os.path.join(req["outdir"], f"rank{rank}")
-    _redirect_output(base + ".log")
-    if rank != 0:
-        listener.close()
+    if not _become_child(base + ".log"):
+        return 1
     try:
         _set_environment(rank, req, port)
         torch.set_num_threads(req["threads"])
         linecache.cache.update(req["linecache"])  # so tracebacks show notebook cell source
         fn, args = cloudpickle.loads(req["payload"])
-        store = _join(rank, req, port, listener if rank == 0 else None)
+        _join(rank, req, port)
         result = fn(rank, req["world_size"], *args)
         try:
             data = cloudpickle.dumps(to_cpu(result))
@@ -150,7 +160,8 @@ def run(rank: int, req: dict, port: int, listener: socket.socket) -> int:
                 "Return tensors, numbers, strings or containers of them."
             ) from None
         _write(base + ".result", data)
-        _leave(store, rank, req["world_size"])
+        if dist.is_initialized():  # fn may have left the group itself
+            dist.destroy_process_group()
         return 0
     except BaseException as exc:  # noqa: BLE001 - every failure is reported to the caller
         _write(base + ".error", _error_record(exc))

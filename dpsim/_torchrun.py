@@ -106,8 +106,9 @@ def torchrun(
     `target` is 'FILE.py:FUNC', 'MODULE:FUNC' or a function object (sent by
     value, so a function defined in a notebook runs unchanged). Prints each
     rank's output under a ``[rank r]`` header, in rank order; raises
-    RuntimeError if torchrun fails. `extra` holds more torchrun flags
-    (e.g. ["--max-restarts", "1"]).
+    RuntimeError if torchrun fails, and subprocess.TimeoutExpired after
+    `timeout` seconds (torchrun and all its workers are killed first).
+    `extra` holds more torchrun flags (e.g. ["--max-restarts", "1"]).
     """
     with tempfile.TemporaryDirectory(prefix="dpsim-torchrun-") as tmp:
         logs = os.path.join(tmp, "logs")

@@ -76,16 +76,22 @@ def listening_sockets(rank, world_size, extra_store=False):
             continue
         if target.startswith("socket:["):
             inodes.add(target[8:-1])
-    found = []
+    found, store = [], []
+    store_port = f"{int(os.environ['MASTER_PORT']):04X}"
     for table, width in (("/proc/net/tcp", 8), ("/proc/net/tcp6", 32)):
         with open(table) as f:
             next(f)
             for line in f:
                 cols = line.split()
-                if cols[3] == "0A" and cols[9] in inodes:  # 0A = LISTEN
-                    found.append(_decode(cols[1].split(":")[0], width))
+                if cols[3] != "0A":  # 0A = LISTEN
+                    continue
+                addr, port = cols[1].split(":")
+                if cols[9] in inodes:
+                    found.append(_decode(addr, width))
+                if port == store_port:  # the store, in its own process
+                    store.append(_decode(addr, width))
     dist.barrier()  # nobody leaves (closing sockets) before all have looked
-    return found
+    return found, store
 
 
 _keep = []
@@ -123,3 +129,24 @@ def fails_on_first_attempt(rank, world_size):
 
 def sleeps(rank, world_size):
     time.sleep(1000)
+
+
+def exits_zero_early(rank, world_size):
+    if rank == 1:
+        os._exit(0)  # leaves without returning a value
+    return rank
+
+
+def dies_while_peer_waits(rank, world_size):
+    if rank == 1:
+        time.sleep(0.5)
+        os._exit(7)
+    dist.all_reduce(torch.ones(1))  # rank 0 fails after rank 1 disappears
+    return rank
+
+
+def returns_namedtuple(rank, world_size):
+    import collections
+
+    Pair = collections.namedtuple("Pair", "a b")
+    return Pair(torch.ones(1, requires_grad=True) * 2, rank)

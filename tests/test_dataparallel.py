@@ -62,3 +62,10 @@ def test_matches_real_dataparallel():
     nn.MSELoss()(dpsim.ThreadDataParallel(ours, 2)(x), y).backward()
     for a, b in zip(real.parameters(), ours.parameters()):
         torch.testing.assert_close(b.grad, a.grad.cpu(), rtol=1e-4, atol=1e-5)
+
+
+def test_no_grad_in_the_caller_holds_in_the_replica_threads():
+    dp = dpsim.ThreadDataParallel(mlp(), 2)
+    with torch.no_grad():
+        out = dp(torch.randn(4, 5))
+    assert not out.requires_grad

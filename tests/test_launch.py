@@ -119,9 +119,9 @@ def test_nccl_with_too_few_gpus_fails_at_once():
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_every_listening_socket_is_on_loopback():
     found = dpsim.launch(ranks.listening_sockets, world_size=3)
-    assert found[0], "rank 0 hosts the store, so it must listen somewhere"
-    every = [addr for per_rank in found for addr in per_rank]
-    assert len(every) >= 3, every  # the store plus gloo's own listeners
+    assert all(own for own, _ in found), "each rank's gloo device listens for its peers"
+    assert found[0][1], "the store (in a process of its own) listens on MASTER_PORT"
+    every = [addr for own, store in found for addr in own + store]
     assert all(a in ("127.0.0.1", "::1") for a in every), every
 
 
@@ -129,7 +129,7 @@ def test_every_listening_socket_is_on_loopback():
 def test_socket_listing_sees_a_store_on_all_interfaces():
     """Control for the test above: a store made without a bound socket listens on all interfaces."""
     found = dpsim.launch(ranks.listening_sockets, True, world_size=2)
-    assert {"0.0.0.0", "::"} & set(found[0]), found[0]
+    assert {"0.0.0.0", "::"} & set(found[0][0]), found[0]
 
 
 def run_script(python, env, code, **kw):
@@ -225,3 +225,20 @@ def test_same_error_on_every_rank_reads_the_same_each_run():
         assert info.value.rank == 0 and info.value.ranks == [0, 1, 2, 3]
         assert str(info.value).startswith("ranks [0, 1, 2, 3] raised ValueError: same bug everywhere\n\n"
                                           "Traceback from rank 0:\n")
+
+
+def test_exit_zero_without_returning_is_a_failure():
+    with pytest.raises(dpsim.RankError, match="rank 1 raised ProcessExit: exited with code 0 before returning"):
+        dpsim.launch(ranks.exits_zero_early, world_size=2)
+
+
+def test_a_rank_that_dies_first_is_named_over_peers_that_fail_after_it():
+    with pytest.raises(dpsim.RankError) as info:
+        dpsim.launch(ranks.dies_while_peer_waits, world_size=2, timeout=60)
+    assert info.value.rank == 1 and "exited with code 7" in str(info.value).splitlines()[0]
+
+
+def test_namedtuple_results_keep_their_type_and_come_back_detached():
+    out = dpsim.launch(ranks.returns_namedtuple, world_size=2)
+    assert type(out[1]).__name__ == "Pair" and out[1].b == 1
+    assert not out[1].a.requires_grad and out[1].a.item() == 2.0
