@@ -196,12 +196,9 @@ def serve() -> None:
         # The store lives in a process of its own, so no rank's exit can take it from the others.
         running[fork(_rank.host_store, req, listener)] = (req["id"], -1)
         listener.close()
-        pids = []
         for rank in range(req["world_size"]):
-            pid = fork(_rank.run, rank, req, port)
-            running[pid] = (req["id"], rank)
-            pids.append(pid)
-        _wire.send(proto_out, ("started", req["id"], pids))
+            running[fork(_rank.run, rank, req, port)] = (req["id"], rank)
+        _wire.send(proto_out, ("started", req["id"]))
 
     import select
 

@@ -98,13 +98,18 @@ def _cell_sources() -> dict:
     return {k: v for k, v in linecache.cache.items() if "ipykernel_" in k and len(v) == 4}
 
 
-def _print_outputs(outdir: str, world_size: int) -> None:
-    for rank in range(world_size):
-        path = _file(outdir, rank, "log")
-        text = open(path, encoding="utf-8", errors="replace").read() if os.path.exists(path) else ""
+def print_rank_outputs(texts: list[str]) -> None:
+    """Each rank's captured output under a ``[rank r]`` header, in rank order."""
+    for rank, text in enumerate(texts):
         if text:
             sys.stdout.write(f"[rank {rank}]\n{text}" + ("" if text.endswith("\n") else "\n"))
     sys.stdout.flush()
+
+
+def _print_outputs(outdir: str, world_size: int) -> None:
+    paths = [_file(outdir, rank, "log") for rank in range(world_size)]
+    print_rank_outputs([open(p, encoding="utf-8", errors="replace").read() if os.path.exists(p) else ""
+                        for p in paths])
 
 
 def launch(

@@ -104,8 +104,7 @@ def _error_record(exc: BaseException) -> bytes:
         "time": time.monotonic(),  # one clock for all local processes: the earliest failure is the cause
     }
     try:
-        record["exception"] = cloudpickle.dumps(exc)
-        pickle.loads(record["exception"])  # only keep it if the caller can load it
+        record["exception"] = cloudpickle.dumps(exc)  # the caller loads it if it can
     except Exception:
         record["exception"] = None
     return pickle.dumps(record)

@@ -21,6 +21,7 @@ import cloudpickle
 import torch.distributed as dist
 
 from ._backend import resolve_backend
+from ._launch import launch, print_rank_outputs
 
 
 def load_target(target: str) -> Callable[..., Any]:
@@ -88,8 +89,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
         run_under_torchrun(fn, opts.args, opts.backend)
     else:
-        from ._launch import launch
-
         launch(fn, *opts.args, world_size=opts.world_size, backend=opts.backend)
     return 0
 
@@ -131,10 +130,7 @@ def torchrun(
             _stop_tree(proc)
             raise
         finally:
-            outputs = _rank_logs(logs, nproc_per_node)
-            for rank in range(nproc_per_node):
-                if outputs[rank]:
-                    sys.stdout.write(f"[rank {rank}]\n{outputs[rank]}")
+            print_rank_outputs(_rank_logs(logs, nproc_per_node))
         if proc.returncode != 0:
             raise RuntimeError(f"torchrun failed (exit code {proc.returncode}):\n{stderr[-3000:]}")
 
