@@ -8,6 +8,7 @@ Public names:
     torchrun      run a rank function under torchrun, output in rank order
     plot_ranks    bar chart of per-rank tensors, before and after
     check         say whether an exercise answer matches a real run
+    glue          name a run's number for the prose (MyST-NB glue; a no-op without MyST-NB)
     explorer      a widget that flips between views computed from real runs
     bars_svg      a small SVG bar chart of per-rank values, for explorer views
     lines_svg     a small SVG line chart (e.g. a buffer per rank over steps)
@@ -19,6 +20,7 @@ from ._dataparallel import ThreadDataParallel
 from ._decompose import Decomposition, decomposes
 from ._device import rank_device
 from ._exercise import check
+from ._glue import glue
 from ._explorer import explorer
 from ._launch import LaunchTimeout, RankError, launch
 from ._plot import plot_ranks
@@ -32,6 +34,6 @@ _ipython.install(RankError, LaunchTimeout)
 __all__ = [
     "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun",
     "ThreadDataParallel", "decomposes", "Decomposition",
-    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "check",
+    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "check", "glue",
 ]
 __version__ = "0.1.0"

@@ -6,14 +6,24 @@ with CPU "devices" played by threads:
 
 1. replicate: each replica's parameters are differentiable views of the
    module's own, so autograd routes every replica's gradient back to them;
-2. scatter: split the batch along dim 0, one shard per replica;
-3. parallel_apply: run the replicas at the same time, one thread each;
-4. gather: concatenate the outputs on "device 0" (the caller).
+2. scatter: split the batch along dim 0 with ``Tensor.chunk`` semantics, as
+   DataParallel's ``comm.scatter`` does: shards of ceil(n / k) samples, the
+   last one smaller, and fewer than k shards when n is small (10 samples on
+   3 devices: [4, 4, 2]; 4 samples on 3 devices: [2, 2]);
+3. replicate the module, once per shard (``device_ids[:len(inputs)]``);
+4. parallel_apply: run the replicas at the same time, one thread each;
+5. gather: concatenate the outputs on "device 0" (the caller).
 
 The loss is then computed once on the gathered output, and one backward()
 through one autograd graph sums the replicas' contributions into the module's
 .grad. Replica 0 shares the module's buffers (DataParallel's rule); the other
 replicas' buffer updates are thrown away.
+
+Limits of the re-creation: everything runs on one CPU device. With real GPUs,
+autograd runs each replica's backward on that device's own worker thread, and
+the broadcast's backward (ReduceAddCoalesced) sums the replicas' gradients
+onto device 0; here one thread runs the whole backward. Scatter and gather are
+views and a concatenation, not device-to-device copies.
 """
 from __future__ import annotations
 
@@ -39,14 +49,14 @@ class ThreadDataParallel(nn.Module):
         self.replicas = replicas
         self.last_timings: dict[str, float] = {}
 
-    def replicate(self) -> list[nn.Module]:
+    def replicate(self, count: int | None = None) -> list[nn.Module]:
         """Shallow module copies, as nn.parallel.replicate makes them.
 
         Parameters become views of the originals (differentiable, so gradients
         flow back); buffers are shared by replica 0 and copied for the others.
         """
         replicas = []
-        for i in range(self.replicas):
+        for i in range(self.replicas if count is None else count):
             copies = {m: m._replicate_for_data_parallel() for m in self.module.modules()}
             for original, copy in copies.items():
                 for name, child in original._modules.items():
@@ -67,11 +77,11 @@ class ThreadDataParallel(nn.Module):
             timings[name] = now - clock
             clock = now
 
-        replicas = self.replicate()
-        lap("replicate")
-        shards = batch.tensor_split(self.replicas)  # scatter; like DataParallel, shards differ by at most 1
+        shards = batch.chunk(self.replicas)  # scatter, as comm.scatter cuts: maybe fewer shards
         lap("scatter")
-        outputs: list[Any] = [None] * self.replicas
+        replicas = self.replicate(len(shards))  # DataParallel replicates to device_ids[:len(inputs)]
+        lap("replicate")
+        outputs: list[Any] = [None] * len(shards)
         errors: list[BaseException] = []
         grad_enabled = torch.is_grad_enabled()  # per thread in torch: carry the caller's mode over
 
@@ -82,7 +92,7 @@ class ThreadDataParallel(nn.Module):
             except BaseException as exc:  # re-raised in the caller, like parallel_apply
                 errors.append(exc)
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(self.replicas)]
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(shards))]
         for t in threads:
             t.start()
         for t in threads:

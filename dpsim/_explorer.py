@@ -11,17 +11,28 @@ from typing import Any, Sequence
 
 import ipywidgets as widgets
 
+from ._svg import svg_text
+
 
 class Explorer(widgets.VBox):
-    """A VBox whose text form is short (the default repr would print every view)."""
+    """A VBox whose text form lists what each view shows.
 
-    def __init__(self, parts: list[widgets.Widget], axes: dict[str, Sequence[Any]], links: list) -> None:
+    Notebooks store that text beside the widget, and nbval compares it, so a
+    change in any view's values is caught even though nbval skips widget state.
+    """
+
+    def __init__(self, parts: list[widgets.Widget], axes: dict[str, Sequence[Any]], links: list,
+                 views: dict[tuple, str]) -> None:
         super().__init__(parts)
         self._axes = {k: list(v) for k, v in axes.items()}
         self.links = links  # the browser-side links from controls to stacks
+        self._views = views
 
     def __repr__(self) -> str:
-        return f"explorer({', '.join(f'{k}={v}' for k, v in self._axes.items())})"
+        head = f"explorer({', '.join(f'{k}={v}' for k, v in self._axes.items())})"
+        lines = [", ".join(f"{k}={v}" for k, v in zip(self._axes, key)) + ": " + svg_text(view)
+                 for key, view in self._views.items() if key in set(itertools.product(*self._axes.values()))]
+        return "\n".join([head, *lines])
 
 
 def explorer(views: dict[tuple, str], axes: dict[str, Sequence[Any]], caption: str = "") -> Explorer:
@@ -49,4 +60,4 @@ def explorer(views: dict[tuple, str], axes: dict[str, Sequence[Any]], caption: s
     parts: list[widgets.Widget] = [*controls, level(0, ())]
     if caption:
         parts.insert(0, widgets.HTML(f"<b>{caption}</b>"))
-    return Explorer(parts, axes, links)
+    return Explorer(parts, axes, links, {k: views[k] for k in itertools.product(*axes.values())})

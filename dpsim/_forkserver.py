@@ -66,9 +66,11 @@ class ForkServer:
 
     def died(self, why: str = "") -> ForkServerDied:
         self.close()
-        self._log.seek(0)
-        log = self._log.read().decode(errors="replace")[-4000:]
-        self._log.close()
+        if not self._log.closed:  # a second call (from cleanup) reuses the log text read by the first
+            self._log.seek(0)
+            self._log_text = self._log.read().decode(errors="replace")[-4000:]
+            self._log.close()
+        log = getattr(self, "_log_text", "")
         return ForkServerDied(f"dpsim's fork server stopped {why}(exit code {self.proc.returncode}). Its log:\n{log}")
 
     def close(self) -> None:
@@ -105,14 +107,6 @@ def _close_at_exit() -> None:
 
 
 # ---------------------------------------------------------------- server side
-
-def die_with_parent() -> None:
-    """Linux: get SIGKILL when the parent dies, so nothing outlives its caller."""
-    if sys.platform.startswith("linux"):
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
 
 def serve() -> None:
     """Loop: read launch/kill requests on stdin, fork ranks, report their exits.

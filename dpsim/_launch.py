@@ -112,6 +112,12 @@ def _print_outputs(outdir: str, world_size: int) -> None:
                         for p in paths])
 
 
+def _threads_per_rank(world_size: int) -> int:
+    """The cores shared out between the ranks; DPSIM_RANK_THREADS overrides (the tests' second pass)."""
+    forced = os.environ.get("DPSIM_RANK_THREADS", "")
+    return int(forced) if forced.isdigit() and int(forced) > 0 else max(1, (os.cpu_count() or 1) // world_size)
+
+
 def launch(
     fn: Callable[..., Any],
     *args: Any,
@@ -147,7 +153,7 @@ def launch(
             "id": next(_ids), "world_size": world_size, "backend": backend, "timeout": float(timeout),
             "payload": payload, "env": dict(os.environ), "sys_path": list(sys.path), "cwd": os.getcwd(),
             "outdir": outdir, "loopback": loopback_interface(), "linecache": _cell_sources(),
-            "threads": max(1, (os.cpu_count() or 1) // world_size),
+            "threads": _threads_per_rank(world_size),
         }
         try:
             codes = _run(server, req, timeout)
@@ -179,7 +185,8 @@ def _run(server: _forkserver.ForkServer, req: dict, timeout: float) -> dict[int,
                 if msg[3] != 0 and failed_at is None:
                     failed_at = time.monotonic()
     finally:
-        _stop(server, lid, ws, codes, kill=len(codes) < ws)  # timeout, a failed rank, or KeyboardInterrupt
+        if server.alive():  # else ForkServerDied is on its way, and the server took its ranks with it
+            _stop(server, lid, ws, codes, kill=len(codes) < ws)  # timeout, a failed rank, or KeyboardInterrupt
     return codes
 
 

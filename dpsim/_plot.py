@@ -1,20 +1,40 @@
 """Figures of per-rank values."""
 from __future__ import annotations
 
+import io
 from typing import Sequence
 
 import matplotlib.pyplot as plt
 import torch
 
 
+class RankFigure:
+    """A figure that shows as a PNG, and whose text form lists the values it draws.
+
+    Notebooks store both; nbval compares the text, so the figure's data is checked.
+    """
+
+    def __init__(self, fig: plt.Figure, summary: str) -> None:
+        self.figure, self.summary = fig, summary
+
+    def _repr_png_(self) -> bytes:
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", bbox_inches="tight")
+        return buf.getvalue()
+
+    def __repr__(self) -> str:
+        return self.summary
+
+
 def plot_ranks(
     panels: dict[str, Sequence[torch.Tensor]],
     title: str | None = None,
     ylabel: str = "value",
-) -> plt.Figure:
+) -> RankFigure:
     """One panel per stage (e.g. {"before": [...], "after": [...]}), one bar group per rank.
 
     Each tensor is one rank's data, flattened; element i of every rank shares a colour.
+    The text form lists every value (4 significant digits), e.g. for nbval.
     """
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 2.6), sharey=True, squeeze=False)
     for ax, (name, tensors) in zip(axes[0], panels.items()):
@@ -33,4 +53,8 @@ def plot_ranks(
         fig.suptitle(title)
     fig.tight_layout()
     plt.close(fig)  # the caller displays it; no second copy from the inline backend
-    return fig
+    lines = [title or "plot_ranks"] + [
+        f"{name}: " + "; ".join(f"rank {r} {[float(f'{v:.4g}') for v in torch.as_tensor(t).flatten().tolist()]}"
+                                for r, t in enumerate(tensors))
+        for name, tensors in panels.items()]
+    return RankFigure(fig, "\n".join(lines))

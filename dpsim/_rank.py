@@ -17,7 +17,8 @@ import cloudpickle
 import torch
 import torch.distributed as dist
 
-from ._forkserver import die_with_parent
+from ._backend import cuda_backend
+from ._process import die_with_parent
 
 _CELL = re.compile(r"[^\"']*ipykernel_\d+[/\\]\d+\.py")
 
@@ -76,7 +77,7 @@ def _set_environment(rank: int, req: dict, port: int) -> None:
 def _join(rank: int, req: dict, port: int) -> dist.TCPStore:
     ws, timeout = req["world_size"], timedelta(seconds=req["timeout"])
     store = dist.TCPStore("127.0.0.1", port, ws, is_master=False, timeout=timeout)
-    if req["backend"] == "nccl":
+    if cuda_backend(req["backend"]):  # 'cpu:gloo,cuda:nccl': one GPU per rank, bound before fn runs
         torch.cuda.set_device(rank)
     dist.init_process_group(req["backend"], store=store, rank=rank, world_size=ws, timeout=timeout)
     # Nobody starts fn before everyone has joined: a rank that fails at once would otherwise

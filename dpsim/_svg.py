@@ -1,7 +1,8 @@
 """Small, deterministic SVG bar charts of per-rank values (text, so widgets can ship many)."""
 from __future__ import annotations
 
-from html import escape
+import re
+from html import escape, unescape
 from typing import Sequence
 
 _COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
@@ -53,7 +54,8 @@ def bars_svg(
                 bx = gx + group * 0.1 + i * bw
                 y1, y2 = sorted((y(v), y(0)))
                 out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
-                           f'fill="{_COLOURS[i % len(_COLOURS)]}"/>')
+                           f'fill="{_COLOURS[i % len(_COLOURS)]}"><title>{escape(name)}, {escape(name_r)}'
+                           f'{f", element {i}" if len(vals) > 1 else ""}: {_fmt(v)}</title></rect>')
                 if len(vals) <= 4:
                     out.append(f'<text x="{bx + bw / 2:.1f}" y="{y1 - 2:.1f}" text-anchor="middle" '
                                f'font-size="8">{_fmt(v)}</text>')
@@ -89,7 +91,13 @@ def lines_svg(
         colour = _COLOURS[k % len(_COLOURS)]
         points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(vals))
         out.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2" '
-                   f'stroke-dasharray="{dashes[k % len(dashes)]}"/>')
+                   f'stroke-dasharray="{dashes[k % len(dashes)]}"><title>{escape(name)}: '
+                   f'{", ".join(_fmt(v) for v in vals)}</title></polyline>')
         out.append(f'<text x="{width - right + 8}" y="{top + 12 + 14 * k}" fill="{colour}">{escape(name)}</text>')
     out.append("</svg>")
     return "".join(out)
+
+
+def svg_text(svg: str) -> str:
+    """The words and values an SVG shows (labels and hover titles), one line, for text checks."""
+    return " | ".join(unescape(t) for t in re.findall(r"<(?:text|title)[^>]*>([^<]*)</(?:text|title)>", svg))

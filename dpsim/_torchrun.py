@@ -10,6 +10,7 @@ import argparse
 import importlib
 import importlib.util
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -20,7 +21,7 @@ from typing import Any, Callable, Sequence
 import cloudpickle
 import torch.distributed as dist
 
-from ._backend import resolve_backend
+from ._backend import cuda_backend, resolve_backend
 from ._launch import launch, print_rank_outputs
 
 
@@ -61,11 +62,17 @@ def _attempt_store(rank: int, world_size: int) -> dist.Store:
 
 
 def run_under_torchrun(fn: Callable[..., Any], args: Sequence[str] = (), backend: str = "auto") -> Any:
-    """Join the group from torchrun's environment, call fn(rank, world_size, *args), leave."""
+    """Join the group from torchrun's environment, call fn(rank, world_size, *args), leave.
+
+    The backend is chosen from this node's ranks (LOCAL_WORLD_SIZE) and GPUs, as
+    dpsim.launch chooses it: 'cpu:gloo,cuda:nccl' with each rank bound to
+    cuda:LOCAL_RANK when every local rank has a GPU, else gloo. Every node of a
+    job must come to the same choice (same GPU count per node).
+    """
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", world_size))
     backend = resolve_backend(backend, local_world)
-    if backend == "nccl":
+    if cuda_backend(backend):
         import torch
 
         torch.cuda.set_device(int(os.environ["LOCAL_RANK"]))
@@ -130,9 +137,23 @@ def torchrun(
             _stop_tree(proc)
             raise
         finally:
-            print_rank_outputs(_rank_logs(logs, nproc_per_node))
+            outputs = _rank_logs(logs, nproc_per_node)
+            print_rank_outputs(outputs)
         if proc.returncode != 0:
-            raise RuntimeError(f"torchrun failed (exit code {proc.returncode}):\n{stderr[-3000:]}")
+            raise RuntimeError(_failure_message(proc.returncode, stderr, outputs))
+
+
+def _failure_message(code: int, stderr: str, outputs: list[str]) -> str:
+    """Which rank failed first (from torchrun's "Root Cause" summary), its output, then that summary."""
+    found = re.search(r"Root Cause.*?rank\s*:\s*(\d+)\s*\(local_rank:\s*(\d+)\)\s*exitcode\s*:\s*(-?\d+)",
+                      stderr, re.S)
+    if not found:
+        return f"torchrun failed (exit code {code}):\n{stderr[-3000:]}"
+    summary = stderr[stderr.find("====="):] if "=====" in stderr else stderr
+    rank, local, exitcode = (int(g) for g in found.groups())
+    output = outputs[local][-3000:] if local < len(outputs) and outputs[local] else "(it printed nothing)\n"
+    return (f"torchrun failed (exit code {code}): rank {rank} failed first (exit code {exitcode}).\n\n"
+            f"Output of rank {rank}:\n{output}\ntorchrun's summary:\n{summary[-3000:]}")
 
 
 def _descendants(pid: int) -> list[int]:

@@ -30,7 +30,7 @@ def python():
 
 
 def chapter_code(notebook: str, *names: str) -> dict:
-    """Run a chapter's first code cell (its imports) and the cells that define `names`.
+    """Run a chapter's first two code cells (install check, imports) and the cells that define `names`.
 
     Tests then exercise the very code a reader studies in the chapter.
     """
@@ -39,7 +39,7 @@ def chapter_code(notebook: str, *names: str) -> dict:
     cells = [c for c in json.load(open(os.path.join(ROOT, "chapters", notebook)))["cells"]
              if c["cell_type"] == "code"]
     sources = ["".join(c["source"]) for c in cells]
-    wanted = [sources[0]]
+    wanted = sources[:2]  # the install-if-missing cell and the imports
     for name in names:
         found = [s for s in sources if f"def {name}(" in s or f"class {name}(" in s or f"\n{name} = " in f"\n{s}"]
         assert found, f"{notebook} defines no {name}"
@@ -51,10 +51,17 @@ def chapter_code(notebook: str, *names: str) -> dict:
 
 
 @pytest.fixture(scope="session")
-def built_book():
-    """Build once per session into _build/html, as `make book` does."""
+def built_book(tmp_path_factory):
+    """Build once per session, as `make book` does, but from scratch into a fresh directory.
+
+    An existing _build/ would let Sphinx re-read only changed pages, so -W would
+    miss warnings in the others. Returns the html directory (screenshots go beside it).
+    """
     jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
-    proc = subprocess.run([jb, "build", "--warningiserror", "--keep-going", ROOT],
+    out = tmp_path_factory.mktemp("book")
+    proc = subprocess.run([jb, "build", "--warningiserror", "--keep-going", "--path-output", str(out), ROOT],
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    return os.path.join(ROOT, "_build", "html")
+    html = os.path.join(out, "_build", "html")
+    assert os.path.exists(os.path.join(html, "index.html")), proc.stdout[-2000:]
+    return html

@@ -114,6 +114,15 @@ def env_and_device(rank, world_size):
     return {k: os.environ[k] for k in keys} | {"device": str(dpsim.rank_device()), "backend": dist.get_backend()}
 
 
+def cpu_and_rank_device_all_reduce(rank, world_size):
+    import dpsim
+
+    cpu, dev = torch.ones(1), torch.ones(1, device=dpsim.rank_device())
+    dist.all_reduce(cpu)
+    dist.all_reduce(dev)
+    return cpu.item() / world_size, dev.item() / world_size, str(dev.device)
+
+
 def all_raise_the_same(rank, world_size):
     raise ValueError("same bug everywhere")
 
@@ -129,6 +138,39 @@ def fails_on_first_attempt(rank, world_size):
 
 def sleeps(rank, world_size):
     time.sleep(1000)
+
+
+def rank_one_divides_by_zero(rank, world_size):
+    if rank == 1:
+        return 1 / 0
+    return rank
+
+
+def parallel_work(rank, world_size):
+    """Matmuls and elementwise ops on 2 threads: OpenMP parallel regions, which hang
+    in a process forked from one whose OpenMP pool had run."""
+    torch.set_num_threads(2)
+    a = torch.randn(512, 512, generator=torch.Generator().manual_seed(rank))
+    for _ in range(3):
+        a = torch.tanh(a @ a)
+    return torch.get_num_threads(), tuple(a.shape)
+
+
+def all_reduce_while_other_launch_runs(rank, world_size, shared_dir, me, other):
+    """Sum of ranks, computed only while a rank of launch `other` is inside its function too.
+
+    Both launches' stores and ranks are then alive at the same time: a collision
+    (the same port, one store for both) cannot go unnoticed by chance.
+    """
+    open(os.path.join(shared_dir, f"{me}.{rank}"), "w").close()
+    deadline = time.monotonic() + 60
+    while not any(name.startswith(f"{other}.") for name in os.listdir(shared_dir)):
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"launch {other!r} never ran at the same time as {me!r}")
+        time.sleep(0.02)
+    t = torch.tensor([float(rank)])
+    dist.all_reduce(t)
+    return t.item()
 
 
 def exits_zero_early(rank, world_size):

@@ -61,7 +61,10 @@ def pages(built_book):
 
 
 def open_page(browser, url):
-    """Load a page; return it with the console errors and the requests that left 127.0.0.1."""
+    """Load a page; return it with the console errors and the requests that left 127.0.0.1.
+
+    Both lists keep growing while the page is open: what clicks trigger counts too.
+    """
     page = browser.new_page()
     errors, outside = [], []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
@@ -73,6 +76,7 @@ def open_page(browser, url):
             outside.append(request.url)
 
     page.on("request", check)
+    page.on("websocket", check)  # WebSockets do not show up as requests
     page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
     page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
     page.goto(url, wait_until="networkidle")
@@ -125,7 +129,7 @@ def test_moving_a_control_redraws_each_explorer(browser, site, all_pages, built_
     for rel in all_pages:
         if "widget-view+json" not in open(os.path.join(built_book, rel), encoding="utf-8").read():
             continue
-        page, errors, _ = open_page(browser, f"{site}/{rel}")
+        page, errors, outside = open_page(browser, f"{site}/{rel}")
         page.wait_for_selector(".widget-toggle-buttons", timeout=20000)
         for root in page.locator(".jupyter-widgets.widget-vbox").all():
             groups = root.locator(".widget-toggle-buttons")
@@ -138,17 +142,21 @@ def test_moving_a_control_redraws_each_explorer(browser, site, all_pages, built_
                 page.wait_for_timeout(100)
                 after = root.evaluate(VISIBLE_DRAWING)
                 assert after and after != before, f"{rel}: control {g} did not change the drawing"
+        page.wait_for_timeout(300)
         page.close()
+        assert not outside, f"{rel}: clicking its controls requested outside 127.0.0.1: {outside}"
         assert not errors, errors
 
 
 def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
-    page, errors, _ = open_page(browser, f"{site}/chapters/02_reduce_and_all_reduce.html")
+    page, errors, outside = open_page(browser, f"{site}/chapters/02_reduce_and_all_reduce.html")
     frames = page.evaluate("animring0.frames.length")
     first = page.locator("#_anim_imgring0").get_attribute("src")
     page.locator(".animation button[onclick='animring0.next_frame()']").click()
     second = page.locator("#_anim_imgring0").get_attribute("src")
+    page.wait_for_timeout(300)
     page.close()
+    assert not outside, f"clicking the animation requested outside 127.0.0.1: {outside}"
     assert frames == 7  # start + 2(p-1) steps for p = 4
     assert first.startswith("data:image/png") and second != first
     assert not errors, errors

@@ -63,7 +63,7 @@ def test_parameter_server_sums_and_counts_bytes(ch2, p, server):
     results = dpsim.launch(ps, ch2["parameter_server_all_reduce"], server, world_size=p)
     for rank, (same, sent, received) in enumerate(results):
         assert same
-        assert (sent, received) == ((p - 1) * 4000,) * 2 if rank == server else (4000, 4000)
+        assert (sent, received) == (((p - 1) * 4000,) * 2 if rank == server else (4000, 4000)), rank
 
 
 def collectives(rank, world_size, run):

@@ -69,3 +69,16 @@ def test_no_grad_in_the_caller_holds_in_the_replica_threads():
     with torch.no_grad():
         out = dp(torch.randn(4, 5))
     assert not out.requires_grad
+
+
+@pytest.mark.parametrize("n, k, sizes", [(10, 3, [4, 4, 2]), (4, 3, [2, 2]), (16, 4, [4, 4, 4, 4]), (5, 4, [2, 2, 1])])
+def test_shards_like_dataparallel_scatter(n, k, sizes):
+    """DataParallel cuts with Tensor.chunk (comm.scatter), and replicates once per shard."""
+    class ShardSize(nn.Module):
+        def forward(self, x):
+            return torch.full((1,), float(len(x)))
+
+    dp = dpsim.ThreadDataParallel(ShardSize(), k)
+    assert dp(torch.zeros(n, 1)).tolist() == sizes
+    assert [len(c) for c in torch.zeros(n).chunk(k)] == sizes  # the rule it follows
+    assert len(dp.replicate(len(sizes))) == len(sizes)

@@ -28,9 +28,12 @@ def test_check(capsys, answer, actual, verdict):
 
 
 def test_plot_ranks_draws_the_data():
-    fig = dpsim.plot_ranks({"before": [torch.tensor([0.0]), torch.tensor([1.0])],
-                            "after": [torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])]})
+    shown = dpsim.plot_ranks({"before": [torch.tensor([0.0]), torch.tensor([1.0])],
+                              "after": [torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])]}, title="t")
+    fig = shown.figure
     assert isinstance(fig, matplotlib.figure.Figure)
+    assert shown._repr_png_().startswith(b"\x89PNG")
+    assert repr(shown) == "t\nbefore: rank 0 [0.0]; rank 1 [1.0]\nafter: rank 0 [1.0, 2.0]; rank 1 [1.0, 2.0]"
     before, after = fig.axes
     assert [b.get_height() for b in before.patches] == [0.0, 1.0]
     assert [b.get_height() for b in after.patches] == [1.0, 2.0, 1.0, 2.0]

@@ -1,10 +1,12 @@
 """dpsim.launch on real processes with real gloo collectives."""
+import ast
 import glob
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 
 import pytest
@@ -12,6 +14,7 @@ import torch
 
 import dpsim
 from conftest import alive
+from dpsim import _forkserver
 import ranks
 
 
@@ -68,11 +71,16 @@ def test_exception_names_rank_with_traceback(tmp_path):
 
 
 def test_hung_rank_times_out_and_is_killed(tmp_path):
+    """A timeout kills every rank: launch returns soon after `timeout`, with no rank left."""
+    _forkserver.get()  # started before the clock runs
+    start = time.monotonic()
     with pytest.raises(dpsim.LaunchTimeout) as info:
         dpsim.launch(ranks.one_rank_hangs, str(tmp_path), world_size=2, timeout=3)
+    took = time.monotonic() - start
+    assert_gone(pids(tmp_path, 2), wait=0)
     assert info.value.unfinished == [1]
     assert "ranks [1] had not finished after 3 s" in str(info.value)
-    assert_gone(pids(tmp_path, 2))
+    assert took < 3 + 4, f"launch took {took:.1f} s to return after a 3 s timeout: were the ranks killed?"
 
 
 def test_unpicklable_return_value_names_rank():
@@ -132,22 +140,74 @@ def test_socket_listing_sees_a_store_on_all_interfaces():
     assert {"0.0.0.0", "::"} & set(found[0][0]), found[0]
 
 
+def lan_address():
+    """An IPv4 address of this machine outside 127/8, or 0.0.0.0 where it has none."""
+    import fcntl
+    import socket
+    import struct
+
+    for _, name in socket.if_nameindex():
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            try:
+                info = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+            except OSError:
+                continue
+        if info[20] != 127:
+            return socket.inet_ntoa(info[20:24])
+    return "0.0.0.0"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces and /proc")
+def test_gloo_stays_on_loopback_where_the_hostname_resolves_elsewhere(python, script_env):
+    """gloo listens on loopback only, also where the hostname resolves to a LAN address.
+
+    Unless told an interface, gloo listens on whatever the hostname resolves to. Here
+    that is often 127.0.0.1 already, which would hide the difference, so the caller
+    runs in a UTS namespace of its own whose hostname is this machine's LAN address.
+    """
+    unshare = ["unshare", "--uts"] + ([] if os.geteuid() == 0 else ["--map-root-user"])
+    try:
+        usable = subprocess.run(unshare + ["true"], capture_output=True).returncode == 0
+    except FileNotFoundError:
+        usable = False
+    if not usable:
+        pytest.skip("cannot create a UTS namespace here (unshare)")
+    address = lan_address()
+    env = {k: v for k, v in script_env.items() if not k.endswith("_SOCKET_IFNAME")}
+    proc = subprocess.run(unshare + [python, "-c", textwrap.dedent(f"""
+        import socket
+        socket.sethostname({address!r})
+        import dpsim, ranks
+        print("RESOLVES", socket.gethostbyname(socket.gethostname()))
+        print("RESULT", dpsim.launch(ranks.listening_sockets, world_size=2, timeout=30))
+    """)], env=env, cwd=os.path.dirname(__file__), capture_output=True, text=True, timeout=90)
+    assert proc.returncode == 0, proc.stderr
+    assert f"RESOLVES {address}\n" in proc.stdout
+    found = ast.literal_eval(proc.stdout.split("RESULT ", 1)[1])
+    every = [addr for own, store in found for addr in own + store]
+    assert every and all(a in ("127.0.0.1", "::1") for a in every), every
+
+
 def run_script(python, env, code, **kw):
     return subprocess.run([python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, **kw)
 
 
 def test_works_after_caller_used_openmp_pool(python, script_env):
+    """Fork is safe after the caller used OpenMP: ranks run multi-threaded ops and do not hang.
+
+    A process forked after OpenMP ran hangs in its next parallel region; 1-element
+    tensors or 1 thread per rank would never enter one, so the ranks use 2 threads.
+    """
     proc = run_script(python, script_env, """
         import torch, dpsim, ranks
         torch.set_num_threads(2)
         a = torch.randn(800, 800)
         for _ in range(5):
             a = torch.tanh(a @ a)  # the caller's OpenMP pool is now running
-        out = dpsim.launch(ranks.all_reduce_rank_ids, world_size=2, timeout=30)
-        print("RESULT", [t.item() for t in out])
+        print("RESULT", dpsim.launch(ranks.parallel_work, world_size=2, timeout=15))
     """, timeout=90, cwd=os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr
-    assert "RESULT [1.0, 1.0]" in proc.stdout
+    assert "RESULT [(2, (512, 512)), (2, (512, 512))]" in proc.stdout
 
 
 def test_function_defined_in_main_is_sent_by_value(python, script_env):
@@ -164,35 +224,42 @@ def test_function_defined_in_main_is_sent_by_value(python, script_env):
     assert "RESULT [500.0, 500.0]" in proc.stdout
 
 
-def test_two_callers_at_once_do_not_collide(python, script_env):
-    code = """
+def test_two_callers_at_once_do_not_collide(python, script_env, tmp_path):
+    """Concurrent launches don't collide: two callers whose stores and ranks run at the same time
+    each get their own results."""
+    other = subprocess.Popen([python, "-c", textwrap.dedent(f"""
         import dpsim, ranks
-        for _ in range(6):
-            assert [t.item() for t in dpsim.launch(ranks.all_reduce_rank_ids, world_size=2)] == [1.0, 1.0]
-        print("OK")
-    """
-    procs = [subprocess.Popen([python, "-c", textwrap.dedent(code)], env=script_env, cwd=os.path.dirname(__file__),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    for p in procs:
-        out, err = p.communicate(timeout=120)
-        assert p.returncode == 0 and "OK" in out, err
-
-
-def test_sigint_to_caller_stops_all_ranks(python, script_env, tmp_path):
-    proc = subprocess.Popen([python, "-c", textwrap.dedent(f"""
-        import dpsim, ranks
-        dpsim.launch(ranks.all_sleep, {str(tmp_path)!r}, world_size=2, timeout=600)
+        print("RESULT", dpsim.launch(ranks.all_reduce_while_other_launch_runs, {str(tmp_path)!r}, "B", "A",
+                                     world_size=3, timeout=90))
     """)], env=script_env, cwd=os.path.dirname(__file__), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    rank_pids = pids(tmp_path, 2)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=20)
-    assert "KeyboardInterrupt" in err
-    assert_gone(rank_pids)
+    try:
+        while not glob.glob(os.path.join(tmp_path, "B.*")):  # B's store is listening, its ranks waiting for A's
+            assert other.poll() is None, other.communicate()[1]
+            time.sleep(0.05)
+        mine = dpsim.launch(ranks.all_reduce_while_other_launch_runs, str(tmp_path), "A", "B", world_size=2,
+                            timeout=20)
+        out, err = other.communicate(timeout=60)
+    finally:
+        other.kill()
+    assert mine == [1.0, 1.0]
+    assert other.returncode == 0 and "RESULT [3.0, 3.0, 3.0]" in out, err
+
+
+def test_ctrl_c_stops_every_rank_while_the_caller_lives_on(tmp_path):
+    """Ctrl-C (a kernel interrupt) stops every rank before launch returns, even though the caller,
+    like a Jupyter kernel, keeps running (its exit would take the ranks with it anyway)."""
+    def interrupt_once_ranks_run():
+        pids(tmp_path, 2)
+        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or Jupyter's interrupt button sends
+
+    threading.Thread(target=interrupt_once_ranks_run, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        dpsim.launch(ranks.all_sleep, str(tmp_path), world_size=2, timeout=30)
+    assert_gone(pids(tmp_path, 2), wait=1)
+    assert [t.item() for t in dpsim.launch(ranks.all_reduce_rank_ids, world_size=2)] == [1.0, 1.0]
 
 
 def test_fork_server_leaves_no_children_behind():
-    from dpsim import _forkserver
-
     dpsim.launch(ranks.all_reduce_rank_ids, world_size=2)
     server = _forkserver.get().proc.pid
     children = [p for p in os.listdir("/proc") if p.isdigit() and alive(int(p)) and _ppid(p) == server]
@@ -213,9 +280,15 @@ def test_caller_initialised_cuda(python, script_env):
         torch.zeros(1, device="cuda")  # CUDA is initialised in the caller
         out = dpsim.launch(ranks.env_and_device, world_size=1)
         print("RESULT", out[0]["backend"], out[0]["device"])
-    """, timeout=120, cwd=os.path.dirname(__file__))
+        print("BOTH", dpsim.launch(ranks.cpu_and_rank_device_all_reduce, world_size=1))
+        gpus = torch.cuda.device_count()
+        print("MORE", dpsim.launch(ranks.env_and_device, world_size=gpus + 1)[0]["backend"])
+    """, timeout=180, cwd=os.path.dirname(__file__))
     assert proc.returncode == 0, proc.stderr
-    assert "RESULT nccl cuda:0" in proc.stdout
+    # one GPU per rank: a group for both devices, each rank bound to its GPU
+    assert "RESULT cpu:gloo,cuda:nccl cuda:0" in proc.stdout
+    assert "BOTH [(1.0, 1.0, 'cuda:0')]" in proc.stdout  # CPU tensors (gloo) and CUDA tensors (NCCL)
+    assert "MORE gloo" in proc.stdout  # more ranks than GPUs: gloo on CPU tensors
 
 
 def test_same_error_on_every_rank_reads_the_same_each_run():

@@ -48,3 +48,18 @@ def test_structure(path):
     sources = "".join("".join(c["source"]) for c in cells(path) if c["cell_type"] == "code")
     assert "dpsim.check(" in sources, "exercises need a cell that checks the answer"
     assert not re.search(r"from dpsim\.|dpsim\._", sources), "chapters use only dpsim's public names"
+
+
+def test_every_chapter_installs_the_helper_from_the_one_repository_url():
+    """Colab and Kaggle have no dpsim: the first code cell installs it, from pyproject's URL."""
+    import tomllib
+
+    import yaml
+
+    url = tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["project"]["urls"]["Repository"]
+    name = tomllib.load(open(os.path.join(ROOT, "pyproject.toml"), "rb"))["project"]["name"]
+    assert yaml.safe_load(open(os.path.join(ROOT, "_config.yml")))["repository"]["url"] == url
+    for path in NOTEBOOKS:
+        first = "".join(next(c for c in cells(path) if c["cell_type"] == "code")["source"])
+        assert 'find_spec("dpsim") is None' in first, os.path.basename(path)
+        assert f'REPO = "{url}"' in first and f'"{name} @ git+{{REPO}}"' in first, os.path.basename(path)

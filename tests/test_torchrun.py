@@ -55,11 +55,19 @@ def test_torchrun_helper_takes_a_function_object(capsys):
     )
 
 
-def test_torchrun_failure_is_reported(script_env):
+def test_torchrun_failure_names_the_rank_and_shows_its_traceback():
+    """One rank raises: the error says which, and carries that rank's traceback."""
     import pytest
 
-    with pytest.raises(RuntimeError, match="torchrun failed"):
-        dpsim.torchrun(lambda rank, world_size: 1 / 0, nproc_per_node=2)
+    import ranks
+
+    with pytest.raises(RuntimeError) as info:
+        dpsim.torchrun(ranks.rank_one_divides_by_zero, nproc_per_node=2)
+    message = str(info.value)
+    assert message.startswith("torchrun failed (exit code 1): rank 1 failed first (exit code 1).\n"), message
+    traceback = message.split("Output of rank 1:\n")[1].split("torchrun's summary:")[0]
+    assert "in rank_one_divides_by_zero" in traceback and "return 1 / 0" in traceback, message
+    assert traceback.rstrip().endswith("ZeroDivisionError: division by zero"), message
 
 
 def test_restarted_workers_rejoin_under_max_restarts(capsys):
