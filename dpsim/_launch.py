@@ -127,8 +127,9 @@ def launch(
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on `world_size` local processes.
 
-    Each process has ``torch.distributed`` initialised (``backend`` 'auto': NCCL
-    with one GPU per rank when there are enough GPUs, else gloo). Returns the
+    Each process has ``torch.distributed`` initialised (``backend`` 'auto': a
+    'cpu:gloo,cuda:nccl' group with each rank bound to its own GPU when there
+    are enough GPUs, else gloo on CPU tensors). Returns the
     per-rank return values in rank order; tensors come back on the CPU. Each
     rank's output is printed under a ``[rank r]`` header, in rank order.
 

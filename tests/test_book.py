@@ -49,3 +49,19 @@ def test_faq_links_every_answer_to_a_chapter_or_says_it_is_unproven():
     questions = [q for q in proven.split("\n**")[1:]]
     assert len(questions) >= 15
     assert all("{ref}" in q for q in questions), [q[:60] for q in questions if "{ref}" not in q]
+
+
+def test_every_faq_link_points_at_a_section_that_exists():
+    import glob
+    import json
+    import re
+
+    labels = set()
+    for path in glob.glob(os.path.join(ROOT, "chapters", "*.ipynb")):
+        for cell in json.load(open(path, encoding="utf-8"))["cells"]:
+            if cell["cell_type"] == "markdown":
+                labels |= set(re.findall(r"^\(([\w-]+)\)=$", "".join(cell["source"]), re.M))
+    faq = open(os.path.join(ROOT, "faq.md"), encoding="utf-8").read()
+    targets = [m.group(2) or m.group(1) for m in re.finditer(r"\{ref\}`([^`<]*?)(?:\s*<([\w-]+)>)?`", faq)]
+    assert len(targets) >= 20
+    assert not [t for t in targets if t.strip() not in labels]
