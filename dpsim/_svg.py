@@ -8,6 +8,12 @@ from typing import Sequence
 _COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
 
 
+def _open_svg(width: float, height: float) -> str:
+    """An SVG that scales down with its column (phones) and never grows past its size."""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:g} {height:g}" width="100%" '
+            f'style="max-width:{width:g}px;height:auto" font-family="sans-serif" font-size="10">')
+
+
 def _fmt(v: float) -> str:
     return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.2e}"
 
@@ -31,8 +37,7 @@ def bars_svg(
     span = (hi - lo) or 1.0
     y = lambda v: top + (hi - v) / span * plot_h  # noqa: E731
     width = left + panel_width * len(panels)
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="10">']
+    out = [_open_svg(width, height)]
     if title:
         out.append(f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>')
     for p, (name, ranks) in enumerate(panels.items()):
@@ -78,8 +83,7 @@ def lines_svg(
     steps = max((len(v) for v in series.values()), default=1)
     px = lambda i: left + i * (width - left - right) / max(1, steps - 1)  # noqa: E731
     py = lambda v: top + (hi - v) / span * (height - top - bottom)  # noqa: E731
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="10">']
+    out = [_open_svg(width, height)]
     if title:
         out.append(f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>')
     for v in (lo, hi):

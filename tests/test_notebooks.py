@@ -63,3 +63,11 @@ def test_every_chapter_installs_the_helper_from_the_one_repository_url():
         first = "".join(next(c for c in cells(path) if c["cell_type"] == "code")["source"])
         assert 'find_spec("dpsim") is None' in first, os.path.basename(path)
         assert f'REPO = "{url}"' in first and f'"{name} @ git+{{REPO}}"' in first, os.path.basename(path)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_code_fits_the_column(path):
+    """Code lines of at most 88 characters: the book's column shows them without scrolling."""
+    long = [(i, line) for i, c in enumerate(cells(path)) if c["cell_type"] == "code"
+            for line in "".join(c["source"]).splitlines() if len(line) > 88]
+    assert not long, long[:5]
