@@ -31,7 +31,7 @@ class Explorer(widgets.VBox):
     def __repr__(self) -> str:
         head = f"explorer({', '.join(f'{k}={v}' for k, v in self._axes.items())})"
         lines = [", ".join(f"{k}={v}" for k, v in zip(self._axes, key)) + ": " + svg_text(view)
-                 for key, view in self._views.items() if key in set(itertools.product(*self._axes.values()))]
+                 for key, view in self._views.items()]  # explorer() passes exactly the views shown
         return "\n".join([head, *lines])
 
 
