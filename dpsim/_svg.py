@@ -15,7 +15,11 @@ def _open_svg(width: float, height: float) -> str:
 
 
 def _fmt(v: float) -> str:
-    return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.2e}"
+    """3 significant digits, and a short exponent for large values (1.69e4, not 1.69e+04)."""
+    if abs(v) < 1e4:
+        return f"{v:.3g}"
+    mantissa, exponent = f"{v:.2e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
 
 
 def bars_svg(
@@ -30,19 +34,22 @@ def bars_svg(
     A rank with no values (e.g. a non-destination rank of gather) shows "empty".
     `labels[panel]` names that panel's groups (default "rank 0", "rank 1", ...).
     """
-    top, bottom, left = 34 if title else 16, 28, 10
-    plot_h = height - top - bottom
     values = [v for ranks in panels.values() for vals in ranks for v in vals]
+    labelled = any(0 < len(vals) <= 4 for ranks in panels.values() for vals in ranks)
+    # room above the tallest bar for its value label, below the panel titles
+    head = 34 if title else 16  # the title and the panel names
+    top, bottom, left = head + (10 if labelled else 0), 28, 10
+    plot_h = height - top - bottom
     hi, lo = max(values + [0.0]), min(values + [0.0])
     span = (hi - lo) or 1.0
     y = lambda v: top + (hi - v) / span * plot_h  # noqa: E731
     width = left + panel_width * len(panels)
-    out = [_open_svg(width, height)]
+    out, value_labels = [_open_svg(width, height)], []
     if title:
         out.append(f'<text x="{width / 2:.0f}" y="14" text-anchor="middle" font-size="12">{escape(title)}</text>')
     for p, (name, ranks) in enumerate(panels.items()):
         x0 = left + p * panel_width
-        out.append(f'<text x="{x0 + panel_width / 2:.0f}" y="{top - 6}" text-anchor="middle" '
+        out.append(f'<text x="{x0 + panel_width / 2:.0f}" y="{head - 6}" text-anchor="middle" '
                    f'font-weight="bold">{escape(name)}</text>')
         out.append(f'<line x1="{x0}" x2="{x0 + panel_width - 10}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#444"/>')
         group = (panel_width - 10) / max(1, len(ranks))
@@ -61,9 +68,11 @@ def bars_svg(
                 out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
                            f'fill="{_COLOURS[i % len(_COLOURS)]}"><title>{escape(name)}, {escape(name_r)}'
                            f'{f", element {i}" if len(vals) > 1 else ""}: {_fmt(v)}</title></rect>')
-                if len(vals) <= 4:
-                    out.append(f'<text x="{bx + bw / 2:.1f}" y="{y1 - 2:.1f}" text-anchor="middle" '
-                               f'font-size="8">{_fmt(v)}</text>')
+                if len(vals) <= 4:  # drawn last, with a white outline: never hidden by a bar
+                    value_labels.append(f'<text x="{bx + bw / 2:.1f}" y="{y1 - 2:.1f}" text-anchor="middle" '
+                                        f'font-size="8" stroke="white" stroke-width="2" '
+                                        f'paint-order="stroke">{_fmt(v)}</text>')
+    out += value_labels
     out.append("</svg>")
     return "".join(out)
 

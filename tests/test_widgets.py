@@ -57,3 +57,19 @@ def test_ring_animation_needs_no_network():
     html = dpsim.animate_ring(logs)
     assert "http" not in html.replace("http://www.w3.org", "")  # no stylesheet or script from elsewhere
     assert "<i class=" not in html and "&#x25B6;" in html  # player icons as plain symbols
+
+
+def test_bars_svg_scales_and_keeps_value_labels_readable():
+    """It shrinks with a phone's column, and no bar or panel title covers a value label."""
+    svg = dpsim.bars_svg({"before": [[2.0, 3.0, 4.0]], "after": [[16900.0, 3.0e4, 1.2e5]]}, title="t")
+    root = ET.fromstring(svg)
+    assert root.get("viewBox") == f"0 0 {root.get('style').split('max-width:')[1].split('px')[0]} 190"
+    assert root.get("width") == "100%"
+    ns = "{http://www.w3.org/2000/svg}"
+    children = list(root)
+    last_rect = max(i for i, c in enumerate(children) if c.tag == f"{ns}rect")
+    values = [i for i, c in enumerate(children) if c.tag == f"{ns}text" and c.get("font-size") == "8"]
+    assert values and min(values) > last_rect  # labels are painted after every bar
+    assert [children[i].text for i in values][-3:] == ["1.69e4", "3.00e4", "1.20e5"]
+    panel_titles = [float(c.get("y")) for c in children if c.get("font-weight") == "bold"]
+    assert max(panel_titles) < min(float(children[i].get("y")) for i in values) - 8
