@@ -72,8 +72,6 @@ def resolve_backend(backend: str, world_size: int) -> str:
     An explicit 'nccl' that cannot work fails here, before any process starts:
     NCCL refuses two ranks on one GPU.
     """
-    if backend not in BACKENDS:  # before touching CUDA
-        raise ValueError(f"unknown backend {backend!r}; use one of {', '.join(map(repr, BACKENDS))}")
     return choose_backend(backend, world_size, visible_gpus(), dist.is_nccl_available())
 
 

@@ -33,6 +33,7 @@ class ForkServer:
 
     def __init__(self) -> None:
         self._log = tempfile.TemporaryFile()  # its stderr: never the caller's fds (ipykernel captures those)
+        self._log_text = ""  # the log's tail, once died() has read and closed it
         code = f"import sys; sys.path.insert(0, {_PKG_PARENT!r}); from dpsim._forkserver import serve; serve()"
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code],
@@ -70,8 +71,8 @@ class ForkServer:
             self._log.seek(0)
             self._log_text = self._log.read().decode(errors="replace")[-4000:]
             self._log.close()
-        log = getattr(self, "_log_text", "")
-        return ForkServerDied(f"dpsim's fork server stopped {why}(exit code {self.proc.returncode}). Its log:\n{log}")
+        return ForkServerDied(f"dpsim's fork server stopped {why}(exit code {self.proc.returncode}). "
+                              f"Its log:\n{self._log_text}")
 
     def close(self) -> None:
         if self.proc.poll() is None:

@@ -37,8 +37,11 @@ def plot_ranks(
     The text form lists every value (4 significant digits), e.g. for nbval.
     """
     fig, axes = plt.subplots(1, len(panels), figsize=(3.2 * len(panels), 2.6), sharey=True, squeeze=False)
+    lines = [title or "plot_ranks"]  # the text form: every value drawn, 4 significant digits
     for ax, (name, tensors) in zip(axes[0], panels.items()):
         values = [torch.as_tensor(t).detach().cpu().flatten().tolist() for t in tensors]
+        lines.append(f"{name}: " + "; ".join(f"rank {r} {[float(f'{v:.4g}') for v in vals]}"
+                                             for r, vals in enumerate(values)))
         width = 0.8 / max(1, max(len(v) for v in values))
         for rank, vals in enumerate(values):
             for i, v in enumerate(vals):
@@ -53,8 +56,4 @@ def plot_ranks(
         fig.suptitle(title)
     fig.tight_layout()
     plt.close(fig)  # the caller displays it; no second copy from the inline backend
-    lines = [title or "plot_ranks"] + [
-        f"{name}: " + "; ".join(f"rank {r} {[float(f'{v:.4g}') for v in torch.as_tensor(t).flatten().tolist()]}"
-                                for r, t in enumerate(tensors))
-        for name, tensors in panels.items()]
     return RankFigure(fig, "\n".join(lines))
