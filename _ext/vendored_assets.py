@@ -2,18 +2,22 @@
 
 Extensions add their scripts by CDN URL; on each page we swap those for the
 vendored copies, so the site loads nothing from outside and works offline.
+Widget pages get html-manager's embed.js: the core widgets, rendered at page
+load, without RequireJS (half the bytes of embed-amd.js).
 """
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 VENDOR = "_static/vendor/"
 LOCAL = {
-    "require.min.js": "require.js",
-    "html-manager@1.0.6/dist/embed-amd.js": "npm/@jupyter-widgets/html-manager/dist/embed-amd.js",
+    "html-manager@1.0.6/dist/embed-amd.js": "html-manager/embed.js",
     "mathjax@3/es5/tex-mml-chtml.js": "mathjax/tex-mml-chtml.js",
 }
-DROP = ("integrity", "crossorigin")  # they describe the CDN file, not ours
+UNUSED = ("require.min.js",)  # embed.js needs no module loader
+DROP = ("integrity", "crossorigin", "data-jupyter-widgets-cdn")  # they describe the CDN file
 
 
 def _local(filename: str) -> str | None:
@@ -34,7 +38,17 @@ MATHJAX2_SHIM = """window.addEventListener("DOMContentLoaded", function () {
     mj.Hub = {Queue: function (job) { if (job && job[2]) { mj.typesetPromise([job[2]]); } }};
   }
 });"""
-WIDGET_JS = ("require.js", "embed-amd.js")
+# ipywidgets marks the chosen toggle button with a CSS class only; tell screen readers too.
+ARIA_PRESSED = """window.addEventListener("DOMContentLoaded", function () {
+  function mark() {
+    document.querySelectorAll(".widget-toggle-button").forEach(function (b) {
+      var on = b.classList.contains("mod-active") ? "true" : "false";
+      if (b.getAttribute("aria-pressed") !== on) { b.setAttribute("aria-pressed", on); }
+    });
+  }
+  new MutationObserver(mark).observe(document.body,
+    {subtree: true, childList: true, attributes: true, attributeFilter: ["class"]});
+});"""
 
 
 def rewrite_scripts(app: Any, pagename: str, templatename: str, context: dict, doctree: Any) -> None:
@@ -45,29 +59,48 @@ def rewrite_scripts(app: Any, pagename: str, templatename: str, context: dict, d
     has_widgets = any(js.attributes.get("type") == WIDGET_STATE for js in scripts)
     seen, kept = set(), []
     for js in sorted(scripts, key=lambda js: js.priority):  # keep the first of repeats in load order
-        local = _local(js.filename or "")
+        name = js.filename or ""
+        if name.endswith(UNUSED):
+            continue
+        local = _local(name)
         if local:
             attrs = {k: v for k, v in js.attributes.items() if k not in DROP}
-            if "data-jupyter-widgets-cdn" in attrs:  # where the manager loads its fonts from
-                attrs["data-jupyter-widgets-cdn"] = context["pathto"](VENDOR + "npm/", 1)
             js = type(js)(local, priority=js.priority, **attrs)
-        name = js.filename or ""
-        if name.endswith(WIDGET_JS) and not has_widgets:
-            continue
+            name = local
+        if name.endswith("embed.js"):
+            if not has_widgets:
+                continue
+            for body in (MATHJAX2_SHIM, ARIA_PRESSED):
+                kept.append(type(js)("", body=body, priority=js.priority))
         key = name or js.attributes.get("body", "")  # a file once; an inline script once (a const twice is an error)
         if key in seen:
             continue
         seen.add(key)
         kept.append(js)
-        if name.endswith("require.js"):
-            kept.insert(len(kept) - 1, type(js)("", body=MATHJAX2_SHIM, priority=js.priority))
-            # The widget manager finds its fonts next to its module URI, which RequireJS
-            # builds from baseUrl: point it at the vendored npm layout.
-            npm = context["pathto"](VENDOR + "npm/", 1)
-            kept.append(type(js)("", body=f"require.config({{baseUrl: {npm!r}}});", priority=js.priority))
     scripts[:] = kept  # this page's list only: Sphinx restores it before the next page
+
+
+FONTAWESOME_JS = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
+
+
+def drop_fontawesome_js(app: Any, exception: Exception | None) -> None:
+    """The theme's 1.5 MB fontawesome.js only lets users add custom icons; its CSS and
+    webfonts draw the icons the book uses. Remove the script from every page."""
+    if exception or app.builder.format != "html":
+        return
+    for root, _, files in os.walk(app.outdir):
+        for f in files:
+            if f.endswith(".html"):
+                path = os.path.join(root, f)
+                with open(path, encoding="utf-8") as fh:
+                    html = fh.read()
+                slim = FONTAWESOME_JS.sub("", html)
+                if slim != html:
+                    with open(path, "w", encoding="utf-8") as fh:
+                        fh.write(slim)
 
 
 def setup(app: Any) -> dict:
     app.connect("html-page-context", rewrite_scripts, priority=900)
+    app.connect("build-finished", drop_fontawesome_js)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

@@ -5,7 +5,9 @@ Python client (which drives that browser; it downloads nothing). Without a
 browser the tests skip, except in CI (CI=true), where they fail.
 """
 import functools
+import gzip
 import http.server
+import io
 import os
 import shutil
 import threading
@@ -25,8 +27,8 @@ sync_api = pytest.importorskip("playwright.sync_api")
 
 @pytest.fixture(scope="module")
 def site(built_book):
-    """_build/html served on 127.0.0.1 only."""
-    handler = functools.partial(_QuietHandler, directory=built_book)
+    """_build/html served on 127.0.0.1 only, gzip-compressed as static hosts serve it."""
+    handler = functools.partial(_GzipHandler, directory=built_book)
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
@@ -34,9 +36,31 @@ def site(built_book):
     server.server_close()
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
+@functools.lru_cache(maxsize=None)
+def _gzipped(path: str) -> bytes:
+    with open(path, "rb") as f:
+        return gzip.compress(f.read(), 6)
+
+
+class _GzipHandler(http.server.SimpleHTTPRequestHandler):
+    """Files gzip-encoded when the browser accepts it (GitHub Pages and Read the Docs do this)."""
+
     def log_message(self, *args):
         pass
+
+    def send_head(self):
+        path = self.translate_path(self.path)
+        if os.path.isdir(path):
+            path = os.path.join(path, "index.html")
+        if not os.path.isfile(path) or "gzip" not in self.headers.get("Accept-Encoding", ""):
+            return super().send_head()
+        body = _gzipped(path)
+        self.send_response(200)
+        self.send_header("Content-Type", self.guess_type(path))
+        self.send_header("Content-Encoding", "gzip")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        return io.BytesIO(body)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +129,7 @@ def test_every_page_loads_offline_without_errors(browser, site, all_pages, built
     for rel in all_pages:
         page, errors, outside = open_page(browser, f"{site}/{rel}")
         page.wait_for_timeout(300)
-        page.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".png"), full_page=True)
+        page.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".png"))  # the first screen
         page.close()
         assert not outside, f"{rel} requested outside 127.0.0.1: {outside}"
         assert not errors, f"{rel} console errors: {errors}"
@@ -125,27 +149,110 @@ def test_every_widget_renders(browser, site, all_pages, built_book):
     assert counted >= 4  # one explorer in each of chapters 2-5
 
 
+def visible_groups(root):
+    """(label, locator) of each toggle-button control shown now; a Stack renders only its
+    selected child, so controls inside other views are not in the page."""
+    groups = root.locator(".widget-toggle-buttons")
+    return [(g.locator(".widget-label").inner_text(), g) for g in groups.all() if g.is_visible()]
+
+
+def pressed(group):
+    return [b.inner_text() for b in group.locator("button[aria-pressed='true']").all()]
+
+
+def exercise(page, root, seen, rel):
+    """Click every choice of every control not seen yet; each click must redraw and mark
+    its button pressed. Choices can reveal controls (ch2's op): those are exercised
+    inside that choice, and every control is put back as it was."""
+    for label, group in visible_groups(root):
+        if label in seen:
+            continue
+        seen.add(label)
+        buttons = group.locator("button")
+        first = next(i for i in range(buttons.count()) if buttons.nth(i).get_attribute("aria-pressed") == "true")
+        for i in [*(i for i in range(buttons.count()) if i != first), first]:
+            before = root.evaluate(VISIBLE_DRAWING)
+            buttons.nth(i).click()
+            page.wait_for_timeout(60)
+            after = root.evaluate(VISIBLE_DRAWING)
+            assert after and after != before, f"{rel}: {label}={buttons.nth(i).inner_text()} did not redraw"
+            assert pressed(group) == [buttons.nth(i).inner_text()], f"{rel}: aria-pressed of {label}"
+            if i != first:
+                exercise(page, root, seen, rel)
+
+
 def test_moving_a_control_redraws_each_explorer(browser, site, all_pages, built_book):
+    explored = 0
     for rel in all_pages:
         if "widget-view+json" not in open(os.path.join(built_book, rel), encoding="utf-8").read():
             continue
         page, errors, outside = open_page(browser, f"{site}/{rel}")
         page.wait_for_selector(".widget-toggle-buttons", timeout=20000)
         for root in page.locator(".jupyter-widgets.widget-vbox").all():
-            groups = root.locator(".widget-toggle-buttons")
-            if groups.count() == 0:
+            if root.locator(".widget-toggle-buttons").count() == 0:
                 continue
-            for g in range(groups.count()):
-                before = root.evaluate(VISIBLE_DRAWING)
-                assert before, f"{rel}: explorer draws nothing"
-                groups.nth(g).locator("button").last.click()
-                page.wait_for_timeout(100)
-                after = root.evaluate(VISIBLE_DRAWING)
-                assert after and after != before, f"{rel}: control {g} did not change the drawing"
+            seen = set()
+            exercise(page, root, seen, rel)
+            explored += bool(seen)
         page.wait_for_timeout(300)
         page.close()
         assert not outside, f"{rel}: clicking its controls requested outside 127.0.0.1: {outside}"
         assert not errors, errors
+    assert explored >= 4
+
+
+@pytest.mark.parametrize("rel, choose, then, shown, hidden_by", [
+    # ch2: op only for the collectives that combine values; its copies move together
+    ("chapters/02_reduce_and_all_reduce.html", ("collective", "reduce"), ("op", "MAX"),
+     ("collective", "all_reduce"), ("collective", "broadcast")),
+    # ch4: shards only with 2+ ranks; reduction only for MSE
+    ("chapters/04_averaging_vs_summing.html", ("world size", "2"), ("shards", "unequal"),
+     ("world size", "4"), ("world size", "1")),
+])
+def test_a_control_shows_only_where_it_applies(browser, site, rel, choose, then, shown, hidden_by):
+    page, errors, _ = open_page(browser, f"{site}/{rel}")
+    page.wait_for_selector(".widget-toggle-buttons", timeout=20000)
+    root = page.locator(".jupyter-widgets.widget-vbox").first
+
+    def click(label, value):
+        group = dict(visible_groups(root))[label]
+        group.locator("button", has_text=value).first.click()
+        page.wait_for_timeout(60)
+
+    click(*choose)
+    click(*then)
+    click(*shown)
+    assert pressed(dict(visible_groups(root))[then[0]]) == [then[1]]  # the copies agree
+    click(*hidden_by)
+    assert then[0] not in dict(visible_groups(root))
+    page.close()
+    assert not errors, errors
+
+
+def test_widget_pages_are_light_and_quick(browser, site, all_pages, built_book, capsys):
+    """Bytes on the wire (gzip, as hosts serve it) and the time from the load event
+    until the widgets are drawn. The bytes are asserted; the time is printed (noisy)."""
+    rows = []
+    for rel in all_pages:
+        if "widget-view+json" not in open(os.path.join(built_book, rel), encoding="utf-8").read():
+            continue
+        page = browser.new_page()
+        cdp = browser.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})  # count every byte
+        sizes = []
+        page.on("requestfinished", lambda r: sizes.append(r.sizes()["responseBodySize"]))
+        page.goto(f"{site}/{rel}", wait_until="load")
+        page.wait_for_selector(".jupyter-widgets .widget-toggle-buttons", timeout=20000)
+        after_load = page.evaluate("performance.now() - performance.timing.loadEventEnd"
+                                   " + performance.timing.navigationStart")
+        page.wait_for_timeout(1000)  # late requests (MathJax's fonts) count too
+        rows.append((rel, sum(sizes), after_load))
+        page.close()
+    with capsys.disabled():
+        for rel, size, ms in rows:
+            print(f"\n  {rel}: {size / 1e6:.2f} MB transferred, widgets drawn {ms:.0f} ms after load")
+    assert rows and all(size <= 2e6 for _, size, _ in rows), rows
 
 
 def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
@@ -160,3 +267,34 @@ def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
     assert frames == 7  # start + 2(p-1) steps for p = 4
     assert first.startswith("data:image/png") and second != first
     assert not errors, errors
+
+
+PHONE_CHECK = """() => {
+  const wide = Array.from(document.querySelectorAll('.cell_output, .output'))
+    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60));
+  let smallest = 99;
+  for (const svg of document.querySelectorAll('.jupyter-widgets svg[viewBox]')) {
+    const box = svg.getBoundingClientRect();
+    if (box.width === 0) continue;
+    const scale = box.width / svg.viewBox.baseVal.width;
+    for (const t of svg.querySelectorAll('text')) {
+      smallest = Math.min(smallest, scale * parseFloat(getComputedStyle(t).fontSize));
+    }
+  }
+  return [wide, smallest];
+}"""
+
+
+def test_a_phone_sees_whole_outputs_and_legible_charts(browser, site, all_pages, built_book):
+    """At 390 px nothing scrolls sideways, and chart panels stack instead of shrinking."""
+    for rel in all_pages:
+        html = open(os.path.join(built_book, rel), encoding="utf-8").read()
+        if "widget-view+json" not in html and 'class="animation"' not in html:
+            continue
+        page, errors, _ = open_page(browser, f"{site}/{rel}")
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_timeout(300)
+        wide, smallest = page.evaluate(PHONE_CHECK)
+        page.close()
+        assert not wide, f"{rel}: outputs wider than the column at 390 px: {wide}"
+        assert smallest >= 8, f"{rel}: chart text drawn at {smallest:.1f} px on a phone"

@@ -96,5 +96,7 @@ def test_lines_svg_draws_one_line_per_series():
 
     svg = dpsim.lines_svg({"rank 0": [0.0, 1.0, 0.5], "rank 1": [2.0, 2.0, 2.0]}, title="running mean")
     root = ET.fromstring(svg)
-    lines = root.findall("{http://www.w3.org/2000/svg}polyline")
+    lines = list(root.iter("{http://www.w3.org/2000/svg}polyline"))
     assert len(lines) == 2 and all(len(l.get("points").split()) == 3 for l in lines)
+    assert root.find("figcaption").text == "running mean"
+    assert [s.text for s in root.iter("span")] == ["rank 0", "rank 1"]  # the key, below the plot
