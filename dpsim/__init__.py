@@ -6,6 +6,8 @@ Public names:
     LaunchTimeout ranks did not finish in time (all were stopped)
     rank_device   the device a rank should put its tensors on
     torchrun      run a rank function under torchrun, output in rank order
+    shell         run shell commands (torchrun script.py) at once; output with ports, pids... masked
+    free_port     a free TCP port on 127.0.0.1
     plot_ranks    bar chart of per-rank tensors, before and after
     check         say whether an exercise answer matches a real run
     glue          name a run's number for the prose (MyST-NB glue; a no-op without MyST-NB)
@@ -26,13 +28,14 @@ from ._launch import LaunchTimeout, RankError, launch
 from ._plot import plot_ranks
 from ._ring_animation import animate_ring
 from ._svg import bars_svg, lines_svg
+from ._shell import free_port, shell
 from ._torchrun import torchrun
 from . import _ipython
 
 _ipython.install(RankError, LaunchTimeout)
 
 __all__ = [
-    "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun",
+    "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "shell", "free_port",
     "ThreadDataParallel", "decomposes", "Decomposition",
     "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "check", "glue",
 ]

@@ -11,7 +11,6 @@ import importlib
 import importlib.util
 import os
 import re
-import signal
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ import torch.distributed as dist
 
 from ._backend import cuda_backend, resolve_backend
 from ._launch import launch, print_rank_outputs
+from ._process import stop_tree
 
 
 def load_target(target: str) -> Callable[..., Any]:
@@ -134,7 +134,7 @@ def torchrun(
         try:
             _, stderr = proc.communicate(timeout=timeout)
         except BaseException:
-            _stop_tree(proc)
+            stop_tree(proc)
             raise
         finally:
             outputs = _rank_logs(logs, nproc_per_node)
@@ -154,40 +154,6 @@ def _failure_message(code: int, stderr: str, outputs: list[str]) -> str:
     output = outputs[local][-3000:] if local < len(outputs) and outputs[local] else "(it printed nothing)\n"
     return (f"torchrun failed (exit code {code}): rank {rank} failed first (exit code {exitcode}).\n\n"
             f"Output of rank {rank}:\n{output}\ntorchrun's summary:\n{summary[-3000:]}")
-
-
-def _descendants(pid: int) -> list[int]:
-    """All processes below pid (Linux /proc; empty elsewhere)."""
-    children: dict[int, list[int]] = {}
-    for stat in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if stat.isdigit():
-            try:
-                ppid = int(open(f"/proc/{stat}/stat").read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(stat))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _stop_tree(proc: subprocess.Popen) -> None:
-    """Stop torchrun and its workers, which run in sessions of their own."""
-    workers = _descendants(proc.pid)
-    proc.terminate()  # torchrun's own handler stops its workers
-    try:
-        proc.communicate(timeout=5)
-    except subprocess.TimeoutExpired:
-        pass
-    for pid in [proc.pid, *workers]:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    proc.communicate()
 
 
 def _rank_logs(logs: str, nproc: int) -> list[str]:
