@@ -65,3 +65,14 @@ def built_book(tmp_path_factory):
     html = os.path.join(out, "_build", "html")
     assert os.path.exists(os.path.join(html, "index.html")), proc.stdout[-2000:]
     return html
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Print the figures that tests record with record_property("report", lines): measured
+    values worth seeing (page weights, load times) that are not pass/fail."""
+    for report in terminalreporter.stats.get("passed", []) + terminalreporter.stats.get("failed", []):
+        for name, lines in getattr(report, "user_properties", []):
+            if name == "report":
+                terminalreporter.write_sep("-", f"measured by {report.nodeid.split('::')[-1]}")
+                for line in lines:
+                    terminalreporter.write_line(line)
