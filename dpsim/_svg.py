@@ -53,8 +53,9 @@ def bars_svg(
         out.append(f'<figcaption style="text-align:center;font-size:12px">{escape(title)}</figcaption>')
     out.append('<div style="display:flex;flex-wrap:wrap;justify-content:center">' + "".join(svgs) + "</div>")
     if elements:
-        keys = "".join(f'<span style="display:inline-block;width:10px;height:10px;margin:0 3px 0 9px;'
-                       f'background:{_COLOURS[i % len(_COLOURS)]}"></span><span>{escape(e)}</span>'
+        keys = "".join(f'<span style="white-space:nowrap"><span style="display:inline-block;width:10px;'
+                       f'height:10px;margin:0 3px 0 9px;background:{_COLOURS[i % len(_COLOURS)]}"></span>'
+                       f'<span>{escape(e)}</span></span> '  # swatch and name wrap together
                        for i, e in enumerate(elements))
         out.append(f'<div style="text-align:center">{keys}</div>')
     out.append("</figure>")
@@ -130,9 +131,10 @@ def lines_svg(
         out.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2" '
                    f'stroke-dasharray="{dash}"><title>{escape(name)}: '
                    f'{", ".join(_fmt(v) for v in vals)}</title></polyline>')
-        keys.append(f'<svg width="24" height="10" style="margin:0 3px 0 9px"><line x1="0" x2="24" y1="5" y2="5" '
+        keys.append(f'<span style="white-space:nowrap"><svg viewBox="0 0 24 10" width="24" height="10" '
+                    f'style="margin:0 3px 0 9px"><line x1="0" x2="24" y1="5" y2="5" '
                     f'stroke="{colour}" stroke-width="2" stroke-dasharray="{dash}"/></svg>'
-                    f'<span style="color:{colour}">{escape(name)}</span>')
+                    f'<span style="color:{colour}">{escape(name)}</span></span> ')
     out.append("</svg>")
     out.append(f'<div>{"".join(keys)}</div></figure>')
     return "".join(out)

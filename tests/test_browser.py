@@ -258,8 +258,9 @@ def test_widget_pages_are_light_and_quick(browser, site, all_pages, built_book, 
 def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
     page, errors, outside = open_page(browser, f"{site}/chapters/02_reduce_and_all_reduce.html")
     frames = page.evaluate("animring0.frames.length")
+    page.evaluate("animring0.pause_animation(); animring0.set_frame(0)")  # it plays once on load
     first = page.locator("#_anim_imgring0").get_attribute("src")
-    page.locator(".animation button[onclick='animring0.next_frame()']").click()
+    page.locator(".animation button[onclick='animring0.next_frame()']").click(timeout=60000)
     second = page.locator("#_anim_imgring0").get_attribute("src")
     page.wait_for_timeout(300)
     page.close()
@@ -272,6 +273,8 @@ def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
 PHONE_CHECK = """() => {
   const wide = Array.from(document.querySelectorAll('.cell_output, .output'))
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60));
+  const noViewBox = Array.from(document.querySelectorAll('.jupyter-widgets svg, .animation svg'))
+    .filter(s => !s.getAttribute('viewBox')).length;
   let smallest = 99;
   for (const svg of document.querySelectorAll('.jupyter-widgets svg[viewBox]')) {
     const box = svg.getBoundingClientRect();
@@ -281,12 +284,16 @@ PHONE_CHECK = """() => {
       smallest = Math.min(smallest, scale * parseFloat(getComputedStyle(t).fontSize));
     }
   }
-  return [wide, smallest];
+  return [wide, smallest, noViewBox];
 }"""
 
 
 def test_a_phone_sees_whole_outputs_and_legible_charts(browser, site, all_pages, built_book):
-    """At 390 px nothing scrolls sideways, and chart panels stack instead of shrinking."""
+    """At 390 px nothing scrolls sideways, every widget SVG scales (has a viewBox), and
+    chart panels stack instead of shrinking. Saves a screenshot of each page's first
+    widget or animation at that width, beside the desktop ones."""
+    shots = os.path.join(os.path.dirname(built_book), "screenshots")
+    os.makedirs(shots, exist_ok=True)
     for rel in all_pages:
         html = open(os.path.join(built_book, rel), encoding="utf-8").read()
         if "widget-view+json" not in html and 'class="animation"' not in html:
@@ -294,7 +301,11 @@ def test_a_phone_sees_whole_outputs_and_legible_charts(browser, site, all_pages,
         page, errors, _ = open_page(browser, f"{site}/{rel}")
         page.set_viewport_size({"width": 390, "height": 844})
         page.wait_for_timeout(300)
-        wide, smallest = page.evaluate(PHONE_CHECK)
+        wide, smallest, no_viewbox = page.evaluate(PHONE_CHECK)
+        first = page.locator(".jupyter-widgets.widget-vbox, .animation").first
+        first.scroll_into_view_if_needed()
+        first.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".390px.png"))
         page.close()
         assert not wide, f"{rel}: outputs wider than the column at 390 px: {wide}"
+        assert not no_viewbox, f"{rel}: {no_viewbox} widget SVG(s) without a viewBox"
         assert smallest >= 8, f"{rel}: chart text drawn at {smallest:.1f} px on a phone"
