@@ -67,15 +67,14 @@ def rewrite_scripts(app: Any, pagename: str, templatename: str, context: dict, d
             attrs = {k: v for k, v in js.attributes.items() if k not in DROP}
             js = type(js)(local, priority=js.priority, **attrs)
             name = local
-        if name.endswith("embed.js"):
-            if not has_widgets:
-                continue
-            for body in (MATHJAX2_SHIM, ARIA_PRESSED):
-                kept.append(type(js)("", body=body, priority=js.priority))
+        if name.endswith("embed.js") and not has_widgets:
+            continue
         key = name or js.attributes.get("body", "")  # a file once; an inline script once (a const twice is an error)
         if key in seen:
             continue
         seen.add(key)
+        if name.endswith("embed.js"):  # its helpers once too, even when embed.js is listed twice
+            kept += [type(js)("", body=body, priority=js.priority) for body in (MATHJAX2_SHIM, ARIA_PRESSED)]
         kept.append(js)
     scripts[:] = kept  # this page's list only: Sphinx restores it before the next page
 
