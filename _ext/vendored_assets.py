@@ -69,13 +69,15 @@ def rewrite_scripts(app: Any, pagename: str, templatename: str, context: dict, d
             name = local
         if name.endswith("embed.js") and not has_widgets:
             continue
-        key = name or js.attributes.get("body", "")  # a file once; an inline script once (a const twice is an error)
-        if key in seen:
-            continue
-        seen.add(key)
-        if name.endswith("embed.js"):  # its helpers once too, even when embed.js is listed twice
-            kept += [type(js)("", body=body, priority=js.priority) for body in (MATHJAX2_SHIM, ARIA_PRESSED)]
-        kept.append(js)
+        helpers = [type(js)("", body=body, priority=js.priority) for body in (MATHJAX2_SHIM, ARIA_PRESSED)
+                   if name.endswith("embed.js")]
+        for item in [*helpers, js]:
+            # a file once; an inline script once (a const twice is an error), also when this
+            # handler sees a list it has already rewritten
+            key = item.filename or item.attributes.get("body", "")
+            if key not in seen:
+                seen.add(key)
+                kept.append(item)
     scripts[:] = kept  # this page's list only: Sphinx restores it before the next page
 
 

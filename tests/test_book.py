@@ -65,3 +65,17 @@ def test_every_faq_link_points_at_a_section_that_exists():
     targets = [m.group(2) or m.group(1) for m in re.finditer(r"\{ref\}`([^`<]*?)(?:\s*<([\w-]+)>)?`", faq)]
     assert len(targets) >= 20
     assert not [t for t in targets if t.strip() not in labels]
+
+
+def test_widget_pages_load_each_script_once(built_book):
+    """embed.js and its two inline helpers (MathJax 2 shim, aria-pressed) appear once per page."""
+    checked = 0
+    for root, _, files in os.walk(os.path.join(built_book, "chapters")):
+        for f in files:
+            html = open(os.path.join(root, f), encoding="utf-8").read()
+            if "widget-state+json" not in html:
+                continue
+            counts = [html.count(s) for s in ("html-manager/embed.js", "mj.Hub = ", "function mark()")]
+            assert counts == [1, 1, 1], f"{f}: embed.js, shim, aria script appear {counts} times"
+            checked += 1
+    assert checked >= 4
