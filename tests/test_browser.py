@@ -257,6 +257,7 @@ def test_widget_pages_are_light_and_quick(browser, site, all_pages, built_book, 
 
 def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
     page, errors, outside = open_page(browser, f"{site}/chapters/02_reduce_and_all_reduce.html")
+    page.wait_for_function("typeof animring0 !== 'undefined'")  # matplotlib creates it in a setTimeout
     frames = page.evaluate("animring0.frames.length")
     page.evaluate("animring0.pause_animation(); animring0.set_frame(0)")  # it plays once on load
     first = page.locator("#_anim_imgring0").get_attribute("src")
