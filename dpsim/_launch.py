@@ -5,6 +5,7 @@ import itertools
 import linecache
 import os
 import pickle
+import re
 import sys
 import tempfile
 import time
@@ -18,6 +19,18 @@ from ._backend import loopback_interface, resolve_backend
 _GRACE = 2.0  # seconds the other ranks get to finish once one has failed
 _REAP = 10.0  # seconds to wait for killed ranks to be reaped
 _ids = itertools.count(1)
+# What a rank says when a peer died under it (gloo, NCCL): a consequence, not a cause.
+_PEER_GONE = re.compile(r"Connection (closed|reset) by peer|Broken pipe|remote process exited"
+                        r"|[Cc]ommunicator was aborted")
+# Rank output that changes from run to run: glog time stamps, Python thread ids.
+_GLOG_TIME = re.compile(r"\[([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ ")
+_THREAD_ID = re.compile(r"\b(Thread|thread) 0x[0-9a-f]+\b")
+# Line numbers that change with the torch release: in frames of torch's own Python files, and
+# in C++ source locations ("ProcessGroupGloo.cpp:2901", "pair.cc:456").
+_TORCH_LINE = re.compile(r'^(  File "torch[/\\][^"]+", line )\d+', re.M)
+_CPP_LINE = re.compile(r"\b(\w+\.(?:cc|cpp|h|hpp)):\d+\b")
+# faulthandler's frames below the reader's function: dpsim's and the fork server's bootstrap.
+_OWN_FRAMES = re.compile(r'^  File "(dpsim[/\\][^"]*|<string>)", line \d+ in \S+\n', re.M)
 
 
 class RankError(RuntimeError):
@@ -25,8 +38,11 @@ class RankError(RuntimeError):
 
     `rank` is the rank that failed first: when one rank dies, its peers often
     fail next with connection errors, which are consequences, not the cause.
-    Ranks that failed with the same error are reported together, and `rank` is
-    then the lowest of them, so a bug that hits every rank reads the same each run.
+    A failure that says a peer went away counts as a consequence, even when it
+    was recorded a moment before the death that caused it (a killed rank's
+    exit is seen when it is reaped). Ranks that failed with the same error are
+    reported together, and `rank` is then the lowest of them, so a bug that
+    hits every rank reads the same each run.
     """
 
     def __init__(self, failures: dict[int, dict], stopped: list[int]) -> None:
@@ -35,8 +51,8 @@ class RankError(RuntimeError):
         groups: dict[tuple[str, str], list[int]] = {}
         for r in sorted(failures):
             groups.setdefault((failures[r]["type"], failures[r]["message"]), []).append(r)
-        self._groups = sorted(groups.items(), key=lambda kv: min(failures[r].get("time", float("inf"))
-                                                                  for r in kv[1]))
+        self._groups = sorted(groups.items(), key=lambda kv: (
+            bool(_PEER_GONE.search(kv[0][1])), min(failures[r].get("time", float("inf")) for r in kv[1])))
         self.ranks = self._groups[0][1]  # the first failure, and every rank that failed the same way
         self.rank = self.ranks[0]
         first = failures[self.rank]
@@ -98,9 +114,22 @@ def _cell_sources() -> dict:
     return {k: v for k, v in linecache.cache.items() if "ipykernel_" in k and len(v) == 4}
 
 
+def tidy(text: str) -> str:
+    """Rank output without what changes from run to run or from one torch release to the
+    next: machine paths (as in tracebacks), the time and line in c10d's log lines
+    (``[E1123 00:39:00.0014 file.cpp:67]`` -> ``[E file.cpp]``), line numbers in torch's
+    frames, and in faulthandler's stack dumps the thread ids and dpsim's own frames."""
+    from ._rank import short_path
+
+    text = _THREAD_ID.sub(r"\1 <id>", _GLOG_TIME.sub(r"[\1 ", short_path(text)))
+    text = _CPP_LINE.sub(r"\1", _TORCH_LINE.sub(r"\1<n>", text))
+    return _OWN_FRAMES.sub("", text)
+
+
 def print_rank_outputs(texts: list[str]) -> None:
     """Each rank's captured output under a ``[rank r]`` header, in rank order."""
     for rank, text in enumerate(texts):
+        text = tidy(text)
         if text:
             sys.stdout.write(f"[rank {rank}]\n{text}" + ("" if text.endswith("\n") else "\n"))
     sys.stdout.flush()
@@ -124,10 +153,13 @@ def launch(
     world_size: int = 2,
     backend: str = "auto",
     timeout: float = 60.0,
+    env: dict[str, str] | None = None,
 ) -> list[Any]:
     """Run ``fn(rank, world_size, *args)`` on `world_size` local processes.
 
-    Each process has ``torch.distributed`` initialised (``backend`` 'auto': a
+    Each process has ``torch.distributed`` initialised (its default group's
+    timeout is `timeout` plus 30 s, so that a hang ends as a LaunchTimeout;
+    ``backend`` 'auto': a
     'cpu:gloo,cuda:nccl' group with each rank bound to its own GPU when there
     are enough GPUs, else gloo on CPU tensors). Returns the
     per-rank return values in rank order; tensors come back on the CPU. Each
@@ -136,6 +168,10 @@ def launch(
     Raises RankError (naming the rank, with its traceback) if any rank fails, and
     LaunchTimeout if ranks are still running after `timeout` seconds. Either way,
     and on KeyboardInterrupt, every rank is killed before this returns.
+
+    ``env`` adds environment variables for the ranks only (for example
+    ``{"TORCH_DISTRIBUTED_DEBUG": "DETAIL"}``); the ranks see them before
+    ``init_process_group``, as processes started with them would.
     """
     if not callable(fn):
         raise TypeError(f"fn must be callable, got {type(fn).__name__}")
@@ -143,6 +179,8 @@ def launch(
         raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+    if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+        raise TypeError(f"env must map strings to strings, got {env!r}")
     if not hasattr(os, "fork"):
         raise RuntimeError("dpsim.launch needs os.fork (Linux or macOS); on Windows run rank code with torchrun")
     backend = resolve_backend(backend, world_size)
@@ -152,7 +190,7 @@ def launch(
     with server.lock, tempfile.TemporaryDirectory(prefix="dpsim-") as outdir:
         req = {
             "id": next(_ids), "world_size": world_size, "backend": backend, "timeout": float(timeout),
-            "payload": payload, "env": dict(os.environ), "sys_path": list(sys.path), "cwd": os.getcwd(),
+            "payload": payload, "env": {**os.environ, **(env or {})}, "sys_path": list(sys.path), "cwd": os.getcwd(),
             "outdir": outdir, "loopback": loopback_interface(), "linecache": _cell_sources(),
             "threads": _threads_per_rank(world_size),
         }

@@ -69,9 +69,17 @@ def _set_environment(rank: int, req: dict, port: int) -> None:
     if req["loopback"]:  # gloo and NCCL bind their own listening sockets to this interface
         os.environ["GLOO_SOCKET_IFNAME"] = req["loopback"]
         os.environ["NCCL_SOCKET_IFNAME"] = req["loopback"]
+    # torch.distributed read TORCH_DISTRIBUTED_DEBUG when the fork server imported it;
+    # read it again, so that each launch sees its own environment, as a fresh process would.
+    dist.set_debug_level_from_env()
     sys.path[:] = req["sys_path"]
     os.chdir(req["cwd"])
     sys.argv = [f"rank{rank}"]
+
+
+# The group's collectives wait longer than the launch: a hang then always ends as the
+# launch's LaunchTimeout, never in a race between it and gloo's own timeout error.
+GROUP_SLACK = timedelta(seconds=30)
 
 
 def _join(rank: int, req: dict, port: int) -> dist.TCPStore:
@@ -79,7 +87,8 @@ def _join(rank: int, req: dict, port: int) -> dist.TCPStore:
     store = dist.TCPStore("127.0.0.1", port, ws, is_master=False, timeout=timeout)
     if cuda_backend(req["backend"]):  # 'cpu:gloo,cuda:nccl': one GPU per rank, bound before fn runs
         torch.cuda.set_device(rank)
-    dist.init_process_group(req["backend"], store=store, rank=rank, world_size=ws, timeout=timeout)
+    dist.init_process_group(req["backend"], store=store, rank=rank, world_size=ws,
+                            timeout=timeout + GROUP_SLACK)
     # Nobody starts fn before everyone has joined: a rank that fails at once would otherwise
     # leave peers that are still connecting to it with a connection error instead of fn's.
     store.set(f"dpsim/joined/{rank}", b"1")

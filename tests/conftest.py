@@ -50,21 +50,41 @@ def chapter_code(notebook: str, *names: str) -> dict:
     return namespace
 
 
+def _build_book(out: str) -> str:
+    """jupyter-book build into out; returns "" on success, else the end of its output."""
+    jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
+    proc = subprocess.run([jb, "build", "--warningiserror", "--keep-going", "--path-output", out, ROOT],
+                          capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        return proc.stdout[-5000:] + proc.stderr[-5000:]
+    if not os.path.exists(os.path.join(out, "_build", "html", "index.html")):
+        return "no index.html\n" + proc.stdout[-2000:]
+    return ""
+
+
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory):
     """Build once per session, as `make book` does, but from scratch into a fresh directory.
 
     An existing _build/ would let Sphinx re-read only changed pages, so -W would
-    miss warnings in the others. Returns the html directory (screenshots go beside it).
+    miss warnings in the others. Under pytest-xdist the workers share one build: the
+    first to get here builds into the session's shared temporary directory, the others
+    wait for it and use it. Returns the html directory (screenshots go beside it).
     """
-    jb = os.path.join(os.path.dirname(sys.executable), "jupyter-book")
-    out = tmp_path_factory.mktemp("book")
-    proc = subprocess.run([jb, "build", "--warningiserror", "--keep-going", "--path-output", str(out), ROOT],
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-5000:]
-    html = os.path.join(out, "_build", "html")
-    assert os.path.exists(os.path.join(html, "index.html")), proc.stdout[-2000:]
-    return html
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        out = str(tmp_path_factory.mktemp("book"))
+        failure = _build_book(out)
+    else:
+        from filelock import FileLock
+
+        shared = tmp_path_factory.getbasetemp().parent  # this session's, shared by its workers
+        out, result = str(shared / "book"), shared / "book.result"
+        with FileLock(str(shared / "book.lock")):
+            if not result.exists():
+                result.write_text(_build_book(out))
+            failure = result.read_text()
+    assert not failure, failure
+    return os.path.join(out, "_build", "html")
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -192,3 +192,38 @@ def returns_namedtuple(rank, world_size):
 
     Pair = collections.namedtuple("Pair", "a b")
     return Pair(torch.ones(1, requires_grad=True) * 2, rank)
+
+
+def debug_level(rank, world_size):
+    return str(dist.get_debug_level()), os.environ.get("DPSIM_TEST_VAR")
+
+
+def shapes_differ(rank, world_size):
+    dist.all_reduce(torch.ones(2 + rank))
+
+
+def killed_mid_training(rank, world_size):
+    import signal
+
+    t = torch.ones(1000)
+    for step in range(20):
+        if rank == 1 and step == 5:
+            os.kill(os.getpid(), signal.SIGKILL)  # what the OOM killer does
+        dist.all_reduce(t)
+
+
+def dumps_own_stack(rank, world_size):
+    import faulthandler
+
+    faulthandler.dump_traceback()  # all threads: headed "Current thread 0x..."
+
+
+def group_timeout(rank, world_size):
+    backend = dist.group.WORLD._get_backend(torch.device("cpu"))
+    return backend.options._timeout.total_seconds()
+
+
+def rank_0_waits_in_a_collective(rank, world_size):
+    if rank == 0:
+        dist.all_reduce(torch.ones(1))  # rank 1 never joins it
+    time.sleep(1000)

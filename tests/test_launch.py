@@ -315,3 +315,71 @@ def test_namedtuple_results_keep_their_type_and_come_back_detached():
     out = dpsim.launch(ranks.returns_namedtuple, world_size=2)
     assert type(out[1]).__name__ == "Pair" and out[1].b == 1
     assert not out[1].a.requires_grad and out[1].a.item() == 2.0
+
+
+def test_env_reaches_the_ranks_and_torch_distributed_debug_takes_effect():
+    # torch reads TORCH_DISTRIBUTED_DEBUG at import, in the fork server: the ranks must read it again
+    plain = dpsim.launch(ranks.debug_level, world_size=2)
+    assert plain == [("DebugLevel.OFF", None)] * 2
+    env = {"TORCH_DISTRIBUTED_DEBUG": "DETAIL", "DPSIM_TEST_VAR": "x"}
+    assert dpsim.launch(ranks.debug_level, world_size=2, env=env) == [("DebugLevel.DETAIL", "x")] * 2
+    assert "DPSIM_TEST_VAR" not in os.environ
+    with pytest.raises(dpsim.RankError, match="Detected mismatch between collectives on ranks"):
+        dpsim.launch(ranks.shapes_differ, world_size=2, env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+
+
+@pytest.mark.parametrize("env", [{"A": 1}, ["A"], {1: "a"}])
+def test_env_must_map_strings_to_strings(env):
+    with pytest.raises(TypeError, match="env must map strings to strings"):
+        dpsim.launch(ranks.debug_level, env=env)
+
+
+def test_a_peer_gone_error_recorded_before_the_death_does_not_take_the_blame():
+    # a killed rank's exit is seen when the fork server reaps it, which can be after its
+    # peers have already raised "Connection closed by peer"
+    failures = {
+        0: {"type": "RuntimeError", "message": "[pair.cc:553] Connection closed by peer [127.0.0.1]:1",
+            "traceback": "", "time": 1.0},
+        1: {"type": "ProcessExit", "message": "was killed by signal SIGKILL", "traceback": "", "time": 2.0},
+        2: {"type": "RuntimeError", "message": "Read error [127.0.0.1]:2: Connection reset by peer",
+            "traceback": "", "time": 1.5},
+    }
+    err = dpsim.RankError(failures, stopped=[])
+    assert err.rank == 1 and err.summary().splitlines()[0] == "rank 1 raised ProcessExit: was killed by signal SIGKILL"
+
+
+def test_a_rank_killed_mid_collective_is_named_every_time():
+    for _ in range(5):
+        with pytest.raises(dpsim.RankError) as info:
+            dpsim.launch(ranks.killed_mid_training, world_size=3)
+        assert info.value.rank == 1 and info.value.exc_message == "was killed by signal SIGKILL"
+
+
+def test_rank_output_is_tidied():
+    from dpsim._launch import tidy
+
+    raw = ('[rank0]:[E1123 00:39:00.001439110 ProcessGroupGloo.cpp:67] [Rank 0]: Rank 1 failed\n'
+           'Current thread 0x00007f528f443b80 (most recent call first):\n'
+           f'  File "{torch.__file__[:-len("__init__.py")]}distributed/c10d_logger.py", line 83 in wrapper\n'
+           '  File "/tmp/ipykernel_81/3141.py", line 7 in train\n'
+           '  File "dpsim/_rank.py", line 157 in run\n'
+           '  File "<string>", line 1 in <module>\n')
+    assert tidy(raw) == ('[rank0]:[E ProcessGroupGloo.cpp] [Rank 0]: Rank 1 failed\n'
+                         'Current thread <id> (most recent call first):\n'
+                         '  File "torch/distributed/c10d_logger.py", line <n> in wrapper\n'
+                         '  File "<notebook cell>", line 7 in train\n')
+
+
+def test_a_stack_dump_shows_the_readers_frames_only(capsys):
+    dpsim.launch(ranks.dumps_own_stack, world_size=2)
+    out = capsys.readouterr().out
+    assert out.count("Current thread <id> (most recent call first):") == 2
+    assert "in dumps_own_stack" in out and "dpsim/" not in out and "<string>" not in out
+
+
+def test_a_hang_in_a_collective_ends_as_launch_timeout_not_as_gloos_timeout():
+    # the group's own timeout is later than the launch's, so the two never race
+    assert dpsim.launch(ranks.group_timeout, world_size=2, timeout=7) == [37.0, 37.0]
+    with pytest.raises(dpsim.LaunchTimeout) as info:
+        dpsim.launch(ranks.rank_0_waits_in_a_collective, world_size=2, timeout=2)
+    assert info.value.unfinished == [0, 1]
