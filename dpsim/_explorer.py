@@ -21,11 +21,12 @@ class Explorer(widgets.VBox):
     """
 
     def __init__(self, parts: list[widgets.Widget], axes: dict[str, Sequence[Any]], links: list,
-                 views: dict[tuple, str]) -> None:
+                 views: dict[tuple, str], texts: dict[tuple, str] | None = None) -> None:
         super().__init__(parts)
         self._axes = {k: list(v) for k, v in axes.items()}
         self.links = links  # the browser-side links from controls to stacks
         self._views = views
+        self._texts = texts or {}
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict | None:
         data = super()._repr_mimebundle_(**kwargs)
@@ -36,7 +37,7 @@ class Explorer(widgets.VBox):
     def __repr__(self) -> str:
         head = f"explorer({', '.join(f'{k}={v}' for k, v in self._axes.items())})"
         lines = [", ".join(f"{k}={v}" for k, v in zip(self._axes, key) if v is not None)
-                 + ": " + svg_text(view) for key, view in self._views.items()]
+                 + ": " + self._texts.get(key, svg_text(view)) for key, view in self._views.items()]
         return "\n".join([head, *lines])
 
 
@@ -45,8 +46,13 @@ def _buttons(name: str, values: Sequence[Any]) -> widgets.ToggleButtons:
                                  style={"button_width": "auto", "description_width": "initial"})
 
 
-def explorer(views: dict[tuple, str], axes: dict[str, Sequence[Any]], caption: str = "") -> Explorer:
+def explorer(views: dict[tuple, str], axes: dict[str, Sequence[Any]], caption: str = "",
+             texts: dict[tuple, str] | None = None) -> Explorer:
     """`views[(a, b, ...)]` is the HTML (e.g. SVG) to show for that setting of `axes`.
+
+    The text form lists every value each view draws. Where those values depend on
+    the CPU's rounding (a 16-bit training run), `texts[key]` replaces a view's text
+    with a summary that does not: exact counts, orders of magnitude, verdicts.
 
     `axes` maps a control's label to its values, in the order of the view keys.
     Where an axis does not apply (all_reduce has an op, broadcast has none), the
@@ -83,4 +89,7 @@ def explorer(views: dict[tuple, str], axes: dict[str, Sequence[Any]], caption: s
     parts: list[widgets.Widget] = [*controls.values(), tree]
     if caption:
         parts.insert(0, widgets.HTML(f"<b>{caption}</b>"))
-    return Explorer(parts, axes, links, shown)
+    unknown = set(texts or {}) - set(views)
+    if unknown:
+        raise KeyError(f"texts for settings with no view: {sorted(unknown, key=str)}")
+    return Explorer(parts, axes, links, shown, texts)
