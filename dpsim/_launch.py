@@ -15,6 +15,7 @@ import cloudpickle
 
 from . import _forkserver
 from ._backend import loopback_interface, resolve_backend
+from ._rank import short_path
 
 _GRACE = 2.0  # seconds the other ranks get to finish once one has failed
 _REAP = 10.0  # seconds to wait for killed ranks to be reaped
@@ -119,8 +120,6 @@ def tidy(text: str) -> str:
     next: machine paths (as in tracebacks), the time and line in c10d's log lines
     (``[E1123 00:39:00.0014 file.cpp:67]`` -> ``[E file.cpp]``), line numbers in torch's
     frames, and in faulthandler's stack dumps the thread ids and dpsim's own frames."""
-    from ._rank import short_path
-
     text = _THREAD_ID.sub(r"\1 <id>", _GLOG_TIME.sub(r"[\1 ", short_path(text)))
     text = _CPP_LINE.sub(r"\1", _TORCH_LINE.sub(r"\1<n>", text))
     return _OWN_FRAMES.sub("", text)
@@ -179,7 +178,8 @@ def launch(
         raise ValueError(f"world_size must be an integer >= 1, got {world_size!r}")
     if not isinstance(timeout, (int, float)) or timeout <= 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
-    if env is not None and not (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
+    if env is not None and not (isinstance(env, dict)
+                                and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())):
         raise TypeError(f"env must map strings to strings, got {env!r}")
     if not hasattr(os, "fork"):
         raise RuntimeError("dpsim.launch needs os.fork (Linux or macOS); on Windows run rank code with torchrun")
@@ -190,7 +190,8 @@ def launch(
     with server.lock, tempfile.TemporaryDirectory(prefix="dpsim-") as outdir:
         req = {
             "id": next(_ids), "world_size": world_size, "backend": backend, "timeout": float(timeout),
-            "payload": payload, "env": {**os.environ, **(env or {})}, "sys_path": list(sys.path), "cwd": os.getcwd(),
+            "payload": payload, "env": {**os.environ, **(env or {})}, "sys_path": list(sys.path),
+            "cwd": os.getcwd(),
             "outdir": outdir, "loopback": loopback_interface(), "linecache": _cell_sources(),
             "threads": _threads_per_rank(world_size),
         }
