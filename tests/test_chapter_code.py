@@ -240,3 +240,27 @@ def test_resume_without_settled_buckets_differs_on_three_ranks(ch8, tmp_path):
     with pytest.raises(dpsim.RankError):
         dpsim.launch(ch8["train"], str(b), 4, 2, False, world_size=3)
     assert dpsim.launch(ch8["train"], str(b), 4, -1, False, world_size=3) != reference
+
+
+CH12 = "12_sharding_with_zero_and_fsdp.ipynb"
+REPORT = '''
+def report(rank, world_size, strategy):
+    out = train_and_measure(rank, world_size, strategy)
+    print(sorted(out["memory"].items()), [name for name, *_ in out["calls"]])
+'''
+
+
+# importing torch.distributed.optim scripts its functional optimizers: torch 2.13 warns
+@pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")
+def test_ch12_rank_code_runs_unchanged_under_torchrun(capsys):
+    """Chapter 12's rank function under torchrun: FSDP holds half of everything on 2 ranks."""
+    ch12 = chapter_code(CH12, "make_model", "wrap", "nbytes", "count_collectives", "written",
+                        "train_and_measure")
+    exec(REPORT, ch12)  # a function of the chapter's (unimportable) namespace: sent by value
+    dpsim.torchrun(ch12["report"], "FSDP reshard=True", nproc_per_node=2)
+    psi = sum(p.numel() for p in ch12["make_model"]().parameters())
+    memory = [("gradients", 2 * psi), ("optimizer state", 4 * psi), ("parameters", 2 * psi)]
+    calls = ["all-gather"] * 6 + ["reduce-scatter", "all-gather"] * 2 + ["reduce-scatter"] * 2
+    out = capsys.readouterr().out
+    assert out.count(f"{memory} {calls}\n") == 2, out  # rank 0 and rank 1
+    assert out.index("[rank 0]") < out.index("[rank 1]"), out
