@@ -255,29 +255,38 @@ def test_widget_pages_are_light_and_quick(browser, site, all_pages, built_book, 
     assert rows and all(size <= 2e6 for _, size, _ in rows), rows
 
 
+SHOWN_FRAMES = """() => Array.from(document.querySelectorAll('.dpsim-ring .frame'))
+  .filter(f => getComputedStyle(f).display !== 'none').map(f => f.querySelector('title').textContent)"""
+
+
 def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
+    """One frame shows at a time; 'next', 'back' and the step buttons move it, with no script."""
     page, errors, outside = open_page(browser, f"{site}/chapters/02_reduce_and_all_reduce.html")
-    page.wait_for_function("typeof animring0 !== 'undefined'")  # matplotlib creates it in a setTimeout
-    frames = page.evaluate("animring0.frames.length")
-    page.evaluate("animring0.pause_animation(); animring0.set_frame(0)")  # it plays once on load
-    first = page.locator("#_anim_imgring0").get_attribute("src")
-    page.locator(".animation button[onclick='animring0.next_frame()']").click(timeout=60000)
-    second = page.locator("#_anim_imgring0").get_attribute("src")
-    page.wait_for_timeout(300)
+    frames = page.locator(".dpsim-ring .frame").count()
+    first = page.evaluate(SHOWN_FRAMES)
+    page.locator(".dpsim-ring .f0 .nav label", has_text="next").click()
+    second = page.evaluate(SHOWN_FRAMES)
+    page.locator(".dpsim-ring .steps label", has_text="6").click()
+    last = page.evaluate(SHOWN_FRAMES)
+    page.locator(".dpsim-ring .f6 .nav label", has_text="back").click()
+    before_last = page.evaluate(SHOWN_FRAMES)
     page.close()
     assert not outside, f"clicking the animation requested outside 127.0.0.1: {outside}"
     assert frames == 7  # start + 2(p-1) steps for p = 4
-    assert first.startswith("data:image/png") and second != first
+    assert first == ["ring all-reduce, p=4: start"], first
+    assert second == ["ring all-reduce, p=4: step 1 of 6 (reduce-scatter)"], second
+    assert last == ["ring all-reduce, p=4: step 6 of 6 (all-gather)"], last
+    assert before_last == ["ring all-reduce, p=4: step 5 of 6 (all-gather)"], before_last
     assert not errors, errors
 
 
 PHONE_CHECK = """() => {
   const wide = Array.from(document.querySelectorAll('.cell_output, .output'))
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60));
-  const noViewBox = Array.from(document.querySelectorAll('.jupyter-widgets svg, .animation svg'))
+  const noViewBox = Array.from(document.querySelectorAll('.jupyter-widgets svg, .dpsim-ring svg'))
     .filter(s => !s.getAttribute('viewBox')).length;
   let smallest = 99;
-  for (const svg of document.querySelectorAll('.jupyter-widgets svg[viewBox]')) {
+  for (const svg of document.querySelectorAll('.jupyter-widgets svg[viewBox], .dpsim-ring svg[viewBox]')) {
     const box = svg.getBoundingClientRect();
     if (box.width === 0) continue;
     const scale = box.width / svg.viewBox.baseVal.width;
@@ -297,13 +306,13 @@ def test_a_phone_sees_whole_outputs_and_legible_charts(browser, site, all_pages,
     os.makedirs(shots, exist_ok=True)
     for rel in all_pages:
         html = open(os.path.join(built_book, rel), encoding="utf-8").read()
-        if "widget-view+json" not in html and 'class="animation"' not in html:
+        if "widget-view+json" not in html and 'class="dpsim-ring"' not in html:
             continue
         page, errors, _ = open_page(browser, f"{site}/{rel}")
         page.set_viewport_size({"width": 390, "height": 844})
         page.wait_for_timeout(300)
         wide, smallest, no_viewbox = page.evaluate(PHONE_CHECK)
-        first = page.locator(".jupyter-widgets.widget-vbox, .animation").first
+        first = page.locator(".jupyter-widgets.widget-vbox, .dpsim-ring").first
         first.scroll_into_view_if_needed()
         first.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".390px.png"))
         page.close()
