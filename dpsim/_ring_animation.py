@@ -86,7 +86,9 @@ def animate_ring(logs: Sequence[Sequence[dict]], title: str = "ring all-reduce")
              f"#{uid} .frame{{display:none}}#{uid} label{{display:inline-block;cursor:pointer;"
              f"border:1px solid #888;border-radius:4px;padding:2px 9px;margin:2px;"
              f"font:13px sans-serif;user-select:none}}"
-             f"#{uid} .nav{{text-align:center}}#{uid} .steps{{text-align:center;font:13px sans-serif}}"
+             f"#{uid} svg{{display:block;margin:0 auto}}"
+             f"#{uid} .nav{{display:flex;justify-content:center;gap:4px}}"
+             f"#{uid} .steps{{text-align:center;font:13px sans-serif}}"
              f"#{uid} input:focus-visible~.steps{{outline:2px solid #1f77b4}}{rules}</style>")
     radios = "".join(f'<input type="radio" name="{uid}" id="{uid}-{s}" aria-label="{names[s]}"'
                      f'{" checked" if s == 0 else ""}>' for s in range(steps))
