@@ -1,0 +1,34 @@
+"""Setup for every pytest run in this repository, the notebooks included."""
+import tempfile
+
+import nbval.kernel
+
+_nbval_start = nbval.kernel.start_new_kernel
+STARTS = 3
+
+
+def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
+    """nbval's kernel start, tried again if the kernel dies at once, with its stderr kept.
+
+    jupyter_client picks five free TCP ports and writes them for the kernel, which binds
+    them a moment later; ipykernel exits if one was taken in between. With two pytest
+    workers, the ranks of the notebook running beside it open gloo sockets on such ports
+    all the time. A new kernel gets new ports. nbval sends the kernel's stderr to
+    /dev/null; here it goes to a file, whose end the error shows.
+    """
+    for attempt in range(1, STARTS + 1):
+        log = tempfile.TemporaryFile("w+")  # the kernel writes to it for as long as it runs
+        try:
+            return _nbval_start(startup_timeout, kernel_name, **dict(kwargs, stderr=log))
+        except RuntimeError as error:
+            log.seek(0)
+            said = log.read()[-3000:]
+            if "Kernel died" not in str(error) or attempt == STARTS:
+                raise RuntimeError(f"{error} (start {attempt} of {STARTS}); "
+                                   f"the kernel's stderr:\n{said}") from error
+            print(f"kernel died at start {attempt} of {STARTS}; trying again. Its stderr:\n{said}")
+        finally:
+            log.close()  # the kernel holds its own descriptor
+
+
+nbval.kernel.start_new_kernel = start_new_kernel
