@@ -32,3 +32,18 @@ def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
 
 
 nbval.kernel.start_new_kernel = start_new_kernel
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How long each test file took: setup, call and teardown of its tests, summed."""
+    seconds: dict[str, float] = {}
+    for reports in terminalreporter.stats.values():
+        for report in reports:
+            nodeid, duration = getattr(report, "nodeid", ""), getattr(report, "duration", None)
+            if nodeid and duration is not None:
+                file = nodeid.split("::")[0]
+                seconds[file] = seconds.get(file, 0.0) + duration
+    if seconds:
+        terminalreporter.write_sep("-", "seconds per test file (its tests' phases, summed)")
+        for file, total in sorted(seconds.items(), key=lambda item: -item[1]):
+            terminalreporter.write_line(f"{total:8.1f}  {file}")

@@ -11,7 +11,8 @@ with CPU "devices" played by threads:
    last one smaller, and fewer than k shards when n is small (10 samples on
    3 devices: [4, 4, 2]; 4 samples on 3 devices: [2, 2]);
 3. replicate the module, once per shard (``device_ids[:len(inputs)]``);
-4. parallel_apply: run the replicas at the same time, one thread each;
+4. parallel_apply: run the replicas at the same time, one thread each, with
+   the caller's grad mode and CPU autocast state;
 5. gather: concatenate the outputs on "device 0" (the caller).
 
 The loss is then computed once on the gathered output, and one backward()
@@ -83,11 +84,14 @@ class ThreadDataParallel(nn.Module):
         lap("replicate")
         outputs: list[Any] = [None] * len(shards)
         errors: list[BaseException] = []
-        grad_enabled = torch.is_grad_enabled()  # per thread in torch: carry the caller's mode over
+        # grad mode and autocast are per thread in torch: carry the caller's over, as
+        # parallel_apply does (it carries autocast's on/off; here the dtype too)
+        grad_enabled = torch.is_grad_enabled()
+        autocast = torch.get_autocast_dtype("cpu"), torch.is_autocast_enabled("cpu")
 
         def run(i: int) -> None:
             try:
-                with torch.set_grad_enabled(grad_enabled):
+                with torch.set_grad_enabled(grad_enabled), torch.autocast("cpu", *autocast):
                     outputs[i] = replicas[i](shards[i])
             except BaseException as exc:  # re-raised in the caller, like parallel_apply
                 errors.append(exc)

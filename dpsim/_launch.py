@@ -30,6 +30,8 @@ _THREAD_ID = re.compile(r"\b(Thread|thread) 0x[0-9a-f]+\b")
 # in C++ source locations ("ProcessGroupGloo.cpp:2901", "pair.cc:456").
 _TORCH_LINE = re.compile(r'^(  File "torch[/\\][^"]+", line )\d+', re.M)
 _CPP_LINE = re.compile(r"\b(\w+\.(?:cc|cpp|h|hpp)):\d+\b")
+# The build machine's directory in front of C++ sources ("/__w/pytorch/pytorch/third_party/...").
+_BUILD_DIR = re.compile(r"/[^\s\[\]:'\"]*?/((?:third_party|torch/csrc|c10|aten)/[^\s\[\]:'\"]+\.(?:cc|cpp|h|hpp))")
 # faulthandler's frames below the reader's function: dpsim's and the fork server's bootstrap.
 _OWN_FRAMES = re.compile(r'^  File "(dpsim[/\\][^"]*|<string>)", line \d+ in \S+\n', re.M)
 
@@ -119,9 +121,10 @@ def tidy(text: str) -> str:
     """Rank output without what changes from run to run or from one torch release to the
     next: machine paths (as in tracebacks), the time and line in c10d's log lines
     (``[E1123 00:39:00.0014 file.cpp:67]`` -> ``[E file.cpp]``), line numbers in torch's
-    frames, and in faulthandler's stack dumps the thread ids and dpsim's own frames."""
+    frames, the build directory in front of C++ source paths, and in faulthandler's stack
+    dumps the thread ids and dpsim's own frames."""
     text = _THREAD_ID.sub(r"\1 <id>", _GLOG_TIME.sub(r"[\1 ", short_path(text)))
-    text = _CPP_LINE.sub(r"\1", _TORCH_LINE.sub(r"\1<n>", text))
+    text = _CPP_LINE.sub(r"\1", _TORCH_LINE.sub(r"\1<n>", _BUILD_DIR.sub(r"\1", text)))
     return _OWN_FRAMES.sub("", text)
 
 

@@ -50,14 +50,20 @@ def load_target(target: str) -> Callable[..., Any]:
 
 
 def _attempt_store(rank: int, world_size: int) -> dist.Store:
-    """torchrun's store, with this restart attempt's own key prefix.
+    """The workers' store, with this restart attempt's own key prefix when torchrun shares it.
 
-    torchrun keeps one store across --max-restarts attempts, so without a prefix
-    a restarted worker reads the previous attempt's addresses and cannot connect.
+    By default torchrun's c10d rendezvous hands its workers the agent's own store and
+    keeps it across --max-restarts attempts (TORCHELASTIC_USE_AGENT_STORE=True), so a
+    restarted worker would read the previous attempt's addresses and fail to connect.
+    With TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 every attempt gets a fresh store, and no
+    prefix is needed. The restart count is this agent's own, so across nodes the
+    prefix can differ: jobs of several nodes that restart should set that variable.
     """
     agent_hosts_it = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size,
                           is_master=not agent_hosts_it and rank == 0, timeout=timedelta(minutes=5))
+    if not agent_hosts_it:
+        return store
     return dist.PrefixStore(f"dpsim/attempt_{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 

@@ -5,6 +5,18 @@
 Run the same command again and it resumes from the checkpoint. On CPUs the ranks
 use gloo. With a GPU for every local rank they use NCCL for CUDA tensors (and
 gloo for any CPU tensor), one GPU per rank.
+
+For torchrun to restart failed workers itself, give each attempt a fresh store:
+
+    export TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1
+    torchrun --standalone --nproc-per-node 2 --max-restarts 1 examples/train_ddp.py
+
+Without the variable, torch (2.11 to 2.15 at least) hands the restarted workers the
+store of the attempt that failed, and init_process_group can read the dead workers'
+addresses from it: the restart fails ("Gloo connectFullMesh failed ... Connection
+refused"; NCCL: pytorch/pytorch#135712) or hangs, depending on timing. The variable acts on the c10d rendezvous (--standalone,
+--rdzv-backend c10d); the static one (--master-addr, --master-port) always keeps
+its store, so restart with c10d. Chapter 8 of the book runs both cases.
 """
 import argparse
 import os

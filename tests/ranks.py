@@ -227,3 +227,8 @@ def rank_0_waits_in_a_collective(rank, world_size):
     if rank == 0:
         dist.all_reduce(torch.ones(1))  # rank 1 never joins it
     time.sleep(1000)
+
+
+def socket_ifnames(rank, world_size):
+    """The interfaces this rank's gloo and NCCL were told to listen on."""
+    return os.environ.get("GLOO_SOCKET_IFNAME"), os.environ.get("NCCL_SOCKET_IFNAME")

@@ -75,6 +75,18 @@ def test_rank_device_outside_a_group():
     assert dpsim.rank_device() == torch.device("cpu")
 
 
+def test_rank_device_is_the_local_ranks_gpu_in_a_cuda_group(monkeypatch):
+    """No GPU needed: only which device rank_device names, from LOCAL_RANK."""
+    from dpsim import _device
+
+    monkeypatch.setattr(dist, "is_initialized", lambda: True)
+    monkeypatch.setattr(_device, "group_backend", lambda: MIXED)
+    monkeypatch.setenv("LOCAL_RANK", "3")
+    assert dpsim.rank_device() == torch.device("cuda", 3)
+    monkeypatch.setattr(_device, "group_backend", lambda: "gloo")
+    assert dpsim.rank_device() == torch.device("cpu")
+
+
 def _imports(module):
     tree = ast.parse(open(os.path.join(ROOT, "dpsim", module + ".py")).read())
     return {(node.module or "") + ":" + ",".join(a.name for a in node.names)
@@ -155,3 +167,10 @@ def test_two_ranks_on_one_gpu_use_gloo_on_cpu():
     assert [(s["backend"], s["device"], s["cpu_sum"]) for s in seen] == [("gloo", "cpu", 3.0)] * 2
     with pytest.raises(ValueError, match="NCCL refuses two ranks on one GPU"):
         dpsim.launch(where_am_i, world_size=2, backend="nccl")
+
+
+def test_the_mixed_group_sends_cpu_tensors_over_gloo_and_cuda_tensors_over_nccl():
+    """The literal, read by torch's own parser: on a CPU machine nothing else checks it."""
+    from torch.distributed.distributed_c10d import Backend, BackendConfig
+
+    assert BackendConfig(Backend(MIXED)).get_device_backend_map() == {"cpu": "gloo", "cuda": "nccl"}

@@ -79,3 +79,18 @@ def test_widget_pages_load_each_script_once(built_book):
             assert counts == [1, 1, 1], f"{f}: embed.js, shim, aria script appear {counts} times"
             checked += 1
     assert checked >= 4
+
+
+def test_pages_without_widgets_load_no_widget_script(built_book):
+    """embed.js (the widget manager) is heavy: only pages with widget state load it."""
+    plain = 0
+    for root, _, files in os.walk(built_book):
+        for f in files:
+            if not f.endswith(".html"):
+                continue
+            html = open(os.path.join(root, f), encoding="utf-8").read()
+            if "widget-state+json" in html:
+                continue
+            assert "html-manager/embed.js" not in html, f
+            plain += 1
+    assert plain >= 5  # the intro, the FAQ, the glossary, chapters without widgets

@@ -22,7 +22,12 @@ if not os.path.exists(CHROMIUM):
     if os.environ.get("CI") == "true":
         raise RuntimeError("CI needs Debian's chromium for the browser tests (.ci/run installs it)")
     pytest.skip("no chromium: the browser tests need Debian's chromium", allow_module_level=True)
-sync_api = pytest.importorskip("playwright.sync_api")
+try:
+    from playwright import sync_api
+except ImportError:
+    if os.environ.get("CI") == "true":  # requirements.txt pins it: a missing client is a bug
+        raise
+    pytest.skip("no playwright: the browser tests need its Python client", allow_module_level=True)
 
 
 @pytest.fixture(scope="module")
@@ -252,7 +257,8 @@ def test_widget_pages_are_light_and_quick(browser, site, all_pages, built_book, 
         page.close()
     record_property("report", [f"{rel}: {size / 1e6:.2f} MB transferred (gzip), widgets drawn"
                                f" {ms:.0f} ms after the load event" for rel, size, ms in rows])
-    assert rows and all(size <= 2e6 for _, size, _ in rows), rows
+    # at most 2 MB; at least the widget manager, or the count saw nothing
+    assert rows and all(2e5 <= size <= 2e6 for _, size, _ in rows), rows
 
 
 SHOWN_FRAMES = """() => Array.from(document.querySelectorAll('.dpsim-ring .frame'))
@@ -262,6 +268,7 @@ SHOWN_FRAMES = """() => Array.from(document.querySelectorAll('.dpsim-ring .frame
 def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
     """One frame shows at a time; 'next', 'back' and the step buttons move it, with no script."""
     page, errors, outside = open_page(browser, f"{site}/chapters/02_reduce_and_all_reduce.html")
+    page.wait_for_selector(".dpsim-ring .frame svg", state="attached", timeout=20000)
     frames = page.locator(".dpsim-ring .frame").count()
     first = page.evaluate(SHOWN_FRAMES)
     page.locator(".dpsim-ring .f0 .nav label", has_text="next").click()
@@ -285,16 +292,17 @@ PHONE_CHECK = """() => {
     .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60));
   const noViewBox = Array.from(document.querySelectorAll('.jupyter-widgets svg, .dpsim-ring svg'))
     .filter(s => !s.getAttribute('viewBox')).length;
-  let smallest = 99;
+  let smallest = 99, measured = 0;
   for (const svg of document.querySelectorAll('.jupyter-widgets svg[viewBox], .dpsim-ring svg[viewBox]')) {
     const box = svg.getBoundingClientRect();
     if (box.width === 0) continue;
     const scale = box.width / svg.viewBox.baseVal.width;
     for (const t of svg.querySelectorAll('text')) {
       smallest = Math.min(smallest, scale * parseFloat(getComputedStyle(t).fontSize));
+      measured += 1;
     }
   }
-  return [wide, smallest, noViewBox];
+  return [wide, smallest, noViewBox, measured];
 }"""
 
 
@@ -310,12 +318,16 @@ def test_a_phone_sees_whole_outputs_and_legible_charts(browser, site, all_pages,
             continue
         page, errors, _ = open_page(browser, f"{site}/{rel}")
         page.set_viewport_size({"width": 390, "height": 844})
+        # the widgets draw after the load event (embed.js), later still on a busy machine
+        page.wait_for_selector(".jupyter-widgets svg[viewBox] text, .dpsim-ring svg[viewBox] text",
+                               state="visible", timeout=20000)
         page.wait_for_timeout(300)
-        wide, smallest, no_viewbox = page.evaluate(PHONE_CHECK)
+        wide, smallest, no_viewbox, measured = page.evaluate(PHONE_CHECK)
         first = page.locator(".jupyter-widgets.widget-vbox, .dpsim-ring").first
         first.scroll_into_view_if_needed()
         first.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".390px.png"))
         page.close()
         assert not wide, f"{rel}: outputs wider than the column at 390 px: {wide}"
         assert not no_viewbox, f"{rel}: {no_viewbox} widget SVG(s) without a viewBox"
+        assert measured, f"{rel}: no chart text visible at 390 px, so none was measured"
         assert smallest >= 8, f"{rel}: chart text drawn at {smallest:.1f} px on a phone"

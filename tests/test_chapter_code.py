@@ -254,12 +254,13 @@ def report(rank, world_size, strategy):
 @pytest.mark.filterwarnings("ignore:`torch.jit.:DeprecationWarning")
 def test_ch12_rank_code_runs_unchanged_under_torchrun(capsys):
     """Chapter 12's rank function under torchrun: FSDP holds half of everything on 2 ranks."""
-    ch12 = chapter_code(CH12, "make_model", "wrap", "nbytes", "count_collectives", "written",
-                        "train_and_measure")
+    ch12 = chapter_code(CH12, "make_model", "wrap", "storage_bytes", "count_collectives",
+                        "written", "train_and_measure")
     exec(REPORT, ch12)  # a function of the chapter's (unimportable) namespace: sent by value
     dpsim.torchrun(ch12["report"], "FSDP reshard=True", nproc_per_node=2)
     psi = sum(p.numel() for p in ch12["make_model"]().parameters())
-    memory = [("gradients", 2 * psi), ("optimizer state", 4 * psi), ("parameters", 2 * psi)]
+    memory = [("DDP buckets", 0), ("gradients", 2 * psi), ("in all", 8 * psi),
+              ("optimizer state", 4 * psi), ("parameters", 2 * psi)]
     calls = ["all-gather"] * 6 + ["reduce-scatter", "all-gather"] * 2 + ["reduce-scatter"] * 2
     out = capsys.readouterr().out
     assert out.count(f"{memory} {calls}\n") == 2, out  # rank 0 and rank 1

@@ -71,6 +71,17 @@ def test_no_grad_in_the_caller_holds_in_the_replica_threads():
     assert not out.requires_grad
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_autocast_in_the_caller_holds_in_the_replica_threads(dtype):
+    """parallel_apply carries autocast into its threads; so does ThreadDataParallel."""
+    model, x = mlp(), torch.randn(4, 5)
+    with torch.autocast("cpu", dtype=dtype):
+        plain, threaded = model(x), dpsim.ThreadDataParallel(model, 2)(x)
+    assert plain.dtype == threaded.dtype == dtype
+    assert torch.equal(plain, threaded)
+    assert dpsim.ThreadDataParallel(model, 2)(x).dtype == torch.float32  # off outside
+
+
 @pytest.mark.parametrize("n, k, sizes", [(10, 3, [4, 4, 2]), (4, 3, [2, 2]), (16, 4, [4, 4, 4, 4]), (5, 4, [2, 2, 1])])
 def test_shards_like_dataparallel_scatter(n, k, sizes):
     """DataParallel cuts with Tensor.chunk (comm.scatter), and replicates once per shard."""
@@ -78,7 +89,13 @@ def test_shards_like_dataparallel_scatter(n, k, sizes):
         def forward(self, x):
             return torch.full((1,), float(len(x)))
 
+    class FirstSample(nn.Module):
+        def forward(self, x):
+            return x[:1]
+
     dp = dpsim.ThreadDataParallel(ShardSize(), k)
     assert dp(torch.zeros(n, 1)).tolist() == sizes
-    assert [len(c) for c in torch.zeros(n).chunk(k)] == sizes  # the rule it follows
     assert len(dp.replicate(len(sizes))) == len(sizes)
+    # contiguous shards, in order, gathered in replica order
+    firsts = dpsim.ThreadDataParallel(FirstSample(), k)(torch.arange(float(n)).view(n, 1))
+    assert firsts.flatten().tolist() == [float(sum(sizes[:i])) for i in range(len(sizes))]

@@ -157,6 +157,16 @@ def lan_address():
     return "0.0.0.0"
 
 
+def test_ranks_pin_gloo_and_nccl_to_the_loopback_interface():
+    """What keeps every listener on loopback, checked without privilege (the test below,
+    which makes the hostname resolve elsewhere, needs a UTS namespace)."""
+    from dpsim._backend import loopback_interface
+
+    lo = loopback_interface()
+    assert lo is not None
+    assert dpsim.launch(ranks.socket_ifnames, world_size=2) == [(lo, lo), (lo, lo)]
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Linux namespaces and /proc")
 def test_gloo_stays_on_loopback_where_the_hostname_resolves_elsewhere(python, script_env):
     """gloo listens on loopback only, also where the hostname resolves to a LAN address.
@@ -363,11 +373,14 @@ def test_rank_output_is_tidied():
            f'  File "{torch.__file__[:-len("__init__.py")]}distributed/c10d_logger.py", line 83 in wrapper\n'
            '  File "/tmp/ipykernel_81/3141.py", line 7 in train\n'
            '  File "dpsim/_rank.py", line 157 in run\n'
-           '  File "<string>", line 1 in <module>\n')
+           '  File "<string>", line 1 in <module>\n'
+           '  what():  [enforce fail at /__w/pytorch/pytorch/third_party/gloo/gloo/transport/tcp/pair.cc:553]'
+           ' op.preamble\n')
     assert tidy(raw) == ('[rank0]:[E ProcessGroupGloo.cpp] [Rank 0]: Rank 1 failed\n'
                          'Current thread <id> (most recent call first):\n'
                          '  File "torch/distributed/c10d_logger.py", line <n> in wrapper\n'
-                         '  File "<notebook cell>", line 7 in train\n')
+                         '  File "<notebook cell>", line 7 in train\n'
+                         '  what():  [enforce fail at third_party/gloo/gloo/transport/tcp/pair.cc] op.preamble\n')
 
 
 def test_a_stack_dump_shows_the_readers_frames_only(capsys):
@@ -383,3 +396,12 @@ def test_a_hang_in_a_collective_ends_as_launch_timeout_not_as_gloos_timeout():
     with pytest.raises(dpsim.LaunchTimeout) as info:
         dpsim.launch(ranks.rank_0_waits_in_a_collective, world_size=2, timeout=2)
     assert info.value.unfinished == [0, 1]
+
+
+@pytest.mark.parametrize("forced, expected", [("3", 3), ("", max(1, (os.cpu_count() or 1) // 2)), ("x", None)])
+def test_dpsim_rank_threads_sets_each_ranks_torch_threads(monkeypatch, forced, expected):
+    """make test's second pass runs the ranks with DPSIM_RANK_THREADS=2: it must take effect."""
+    monkeypatch.setenv("DPSIM_RANK_THREADS", forced)
+    threads = dpsim.launch(lambda rank, world_size: torch.get_num_threads(), world_size=2)
+    cores = max(1, (os.cpu_count() or 1) // 2)
+    assert threads == [expected if expected is not None else cores] * 2

@@ -63,3 +63,14 @@ def test_host_names_are_masked_whole_and_only_as_words(monkeypatch):
     monkeypatch.setattr(socket, "gethostname", lambda: "vm")
     monkeypatch.setattr(socket, "getfqdn", lambda: "vm.example.org")
     assert masked("on vm.example.org and vm, not in vmstat") == "on <host> and <host>, not in vmstat"
+
+
+def test_shell_hands_back_masked_output(tmp_path):
+    """End to end: what a command prints comes back through shell() with ports, pids,
+    temporary paths and host names masked, as chapter 9 stores it."""
+    folder = tmp_path / "x"
+    folder.mkdir()
+    (run,) = dpsim.shell(f"echo MASTER_PORT=40515 pid $$ 127.0.0.1:29400 {folder} $(hostname)")
+    assert run.returncode == 0
+    expected_host = "<host>" if socket.gethostname() != "localhost" else "localhost"
+    assert run.output == f"MASTER_PORT=<port> pid <pid> 127.0.0.1:<port> <tmp> {expected_host}\n"

@@ -3,6 +3,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 import dpsim
 from conftest import ROOT
 
@@ -70,10 +72,15 @@ def test_torchrun_failure_names_the_rank_and_shows_its_traceback():
     assert traceback.rstrip().endswith("ZeroDivisionError: division by zero"), message
 
 
-def test_restarted_workers_rejoin_under_max_restarts(capsys):
-    """torchrun reuses its store across restarts; the entry point must not read the old attempt's keys."""
+@pytest.mark.parametrize("share", ["shared store", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"])
+def test_restarted_workers_rejoin_under_max_restarts(share, capsys, monkeypatch):
+    """torchrun reuses its store across restarts; the entry point must not read the old attempt's keys.
+
+    With TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 each attempt has a store of its own (rank 0 hosts it)."""
     import ranks
 
+    if share != "shared store":
+        monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     dpsim.torchrun(ranks.fails_on_first_attempt, nproc_per_node=2, extra=["--max-restarts", "1"])
     out = capsys.readouterr().out
     assert out == "[rank 0]\nattempt 1: all_reduce gave 2\n[rank 1]\nattempt 1: all_reduce gave 2\n"
