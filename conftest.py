@@ -1,4 +1,5 @@
 """Setup for every pytest run in this repository, the notebooks included."""
+import os
 import tempfile
 
 import nbval.kernel
@@ -16,6 +17,9 @@ def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
     all the time. A new kernel gets new ports. nbval sends the kernel's stderr to
     /dev/null; here it goes to a file, whose end the error shows.
     """
+    env = kernel_env(kwargs.get("cwd"))
+    if env is not None:
+        kwargs["env"] = env
     for attempt in range(1, STARTS + 1):
         log = tempfile.TemporaryFile("w+")  # the kernel writes to it for as long as it runs
         try:
@@ -29,6 +33,19 @@ def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
             print(f"kernel died at start {attempt} of {STARTS}; trying again. Its stderr:\n{said}")
         finally:
             log.close()  # the kernel holds its own descriptor
+
+
+def kernel_env(cwd: str | None) -> dict | None:
+    """The environment of a kernel for a notebook in a folder named float-path: this one's,
+    plus the settings in DPSIM_FLOAT_PATH ("NAME=VALUE NAME=VALUE"; see the Makefile). The
+    ranks that the notebook starts inherit it. None (this environment) elsewhere."""
+    settings = os.environ.get("DPSIM_FLOAT_PATH", "").split()
+    if not cwd or os.path.basename(os.path.normpath(cwd)) != "float-path":
+        return None
+    if not settings:
+        raise RuntimeError(f"{cwd} holds the second float path's notebooks, but DPSIM_FLOAT_PATH "
+                           "is not set (run them with `make test`)")
+    return dict(os.environ, **dict(setting.split("=", 1) for setting in settings))
 
 
 nbval.kernel.start_new_kernel = start_new_kernel

@@ -258,13 +258,22 @@ def test_two_callers_at_once_do_not_collide(python, script_env, tmp_path):
 def test_ctrl_c_stops_every_rank_while_the_caller_lives_on(tmp_path):
     """Ctrl-C (a kernel interrupt) stops every rank before launch returns, even though the caller,
     like a Jupyter kernel, keeps running (its exit would take the ranks with it anyway)."""
+    errors = []
+
     def interrupt_once_ranks_run():
-        pids(tmp_path, 2)
+        try:  # generous waits: on a loaded machine a new fork server takes a while to start
+            pids(tmp_path, 2, wait=120)
+        except BaseException as exc:  # reported below, instead of dying silently in the thread
+            errors.append(exc)
+            raise
         os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or Jupyter's interrupt button sends
 
     threading.Thread(target=interrupt_once_ranks_run, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):
-        dpsim.launch(ranks.all_sleep, str(tmp_path), world_size=2, timeout=30)
+        try:
+            dpsim.launch(ranks.all_sleep, str(tmp_path), world_size=2, timeout=150)
+        finally:
+            assert not errors, errors
     assert_gone(pids(tmp_path, 2), wait=1)
     assert [t.item() for t in dpsim.launch(ranks.all_reduce_rank_ids, world_size=2)] == [1.0, 1.0]
 

@@ -48,9 +48,11 @@ def test_bad_target_is_a_clear_error(script_env):
     assert "target must look like FILE.py:FUNC" in proc.stderr
 
 
-def test_torchrun_helper_takes_a_function_object(capsys):
+def test_torchrun_helper_takes_a_function_object(capsys, monkeypatch):
+    """Also the store of TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1: rank 0 hosts it, no prefix."""
     import ranks
 
+    monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     dpsim.torchrun(ranks.all_reduce_rank_ids, nproc_per_node=2)
     assert capsys.readouterr().out == (
         "[rank 0]\nrank 0 of 2 has 0\nrank 0 now has 1\n[rank 1]\nrank 1 of 2 has 1\nrank 1 now has 1\n"
@@ -72,15 +74,13 @@ def test_torchrun_failure_names_the_rank_and_shows_its_traceback():
     assert traceback.rstrip().endswith("ZeroDivisionError: division by zero"), message
 
 
-@pytest.mark.parametrize("share", ["shared store", "TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1"])
-def test_restarted_workers_rejoin_under_max_restarts(share, capsys, monkeypatch):
+def test_restarted_workers_rejoin_under_max_restarts(capsys):
     """torchrun reuses its store across restarts; the entry point must not read the old attempt's keys.
 
-    With TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 each attempt has a store of its own (rank 0 hosts it)."""
+    The plain-script recipe (TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1, a store per attempt) is
+    tested on examples/train_ddp.py in tests/test_train_ddp.py."""
     import ranks
 
-    if share != "shared store":
-        monkeypatch.setenv("TORCH_DISABLE_SHARE_RDZV_TCP_STORE", "1")
     dpsim.torchrun(ranks.fails_on_first_attempt, nproc_per_node=2, extra=["--max-restarts", "1"])
     out = capsys.readouterr().out
     assert out == "[rank 0]\nattempt 1: all_reduce gave 2\n[rank 1]\nattempt 1: all_reduce gave 2\n"

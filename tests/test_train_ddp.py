@@ -79,18 +79,23 @@ def test_a_killed_worker_is_restarted_and_the_job_resumes(tmp_path):
     as README.md, chapter 8 and the script's docstring say: without it, torch 2.11-2.15 give the
     restarted workers the first attempt's store, and gloo reads stale addresses (docs/claims.md)."""
     epochs = 100
-    whole = torchrun("--epochs", str(epochs), "--checkpoint", "whole.pt", cwd=tmp_path)
-    whole_out = finish(whole)
-    job = torchrun("--epochs", str(epochs), "--checkpoint", "killed.pt", cwd=tmp_path,
-                   flags=["--max-restarts", "1"], env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
-    deadline = time.monotonic() + 60
-    while not (tmp_path / "killed.pt").exists():
-        assert job.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
-        time.sleep(0.01)
-    workers = workers_of(job.pid)
-    assert len(workers) == 2, workers
-    os.kill(workers[-1], signal.SIGKILL)
-    out = finish(job)  # exit code 0 is asserted there
+    whole = torchrun("--epochs", str(epochs), "--checkpoint", "whole.pt", cwd=tmp_path)  # beside it
+    job = None
+    try:
+        job = torchrun("--epochs", str(epochs), "--checkpoint", "killed.pt", cwd=tmp_path,
+                       flags=["--max-restarts", "1"], env={"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"})
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "killed.pt").exists():
+            assert job.poll() is None and time.monotonic() < deadline, "no checkpoint was written"
+            time.sleep(0.01)
+        workers = workers_of(job.pid)
+        assert len(workers) == 2, workers
+        os.kill(workers[-1], signal.SIGKILL)
+        out, whole_out = finish(job), finish(whole)  # exit codes 0 are asserted there
+    finally:
+        for proc in (whole, job):  # on a failed assertion: no process left behind
+            if proc is not None and proc.poll() is None:
+                stop_tree(proc)
 
     resumed = [line for line in out if line.startswith("resumed from epoch ")]
     assert len(resumed) == 1, out
