@@ -3,6 +3,7 @@ import os
 import tempfile
 
 import nbval.kernel
+import nbval.plugin
 
 _nbval_start = nbval.kernel.start_new_kernel
 STARTS = 3
@@ -49,6 +50,18 @@ def kernel_env(cwd: str | None) -> dict | None:
 
 
 nbval.kernel.start_new_kernel = start_new_kernel
+
+_nbval_file_init = nbval.plugin.IPyNbFile.__init__
+
+
+def _ipynb_file_init(self, *args, **kwargs):
+    """nbval skips PNG images; skip SVG figures too. Their coordinates carry the last bits of
+    the plotted floats; each figure's text form (text/plain) is compared instead."""
+    _nbval_file_init(self, *args, **kwargs)
+    self.skip_compare = self.skip_compare + ("image/svg+xml",)
+
+
+nbval.plugin.IPyNbFile.__init__ = _ipynb_file_init
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -38,12 +38,21 @@ MATHJAX2_SHIM = """window.addEventListener("DOMContentLoaded", function () {
     mj.Hub = {Queue: function (job) { if (job && job[2]) { mj.typesetPromise([job[2]]); } }};
   }
 });"""
-# ipywidgets marks the chosen toggle button with a CSS class only; tell screen readers too.
+# ipywidgets marks the chosen toggle button with a CSS class only, and draws a group's name
+# as a plain label; tell screen readers both: aria-pressed, and a named group.
 ARIA_PRESSED = """window.addEventListener("DOMContentLoaded", function () {
   function mark() {
     document.querySelectorAll(".widget-toggle-button").forEach(function (b) {
       var on = b.classList.contains("mod-active") ? "true" : "false";
       if (b.getAttribute("aria-pressed") !== on) { b.setAttribute("aria-pressed", on); }
+    });
+    document.querySelectorAll(".widget-toggle-buttons").forEach(function (g) {
+      var label = g.querySelector(".widget-label");
+      var name = label ? label.textContent.trim() : "";
+      if (name && g.getAttribute("aria-label") !== name) {
+        g.setAttribute("role", "group");
+        g.setAttribute("aria-label", name);
+      }
     });
   }
   new MutationObserver(mark).observe(document.body,
@@ -81,7 +90,7 @@ def rewrite_scripts(app: Any, pagename: str, templatename: str, context: dict, d
     scripts[:] = kept  # this page's list only: Sphinx restores it before the next page
 
 
-FONTAWESOME_JS = re.compile(r'\s*<script defer src="[^"]*_static/scripts/fontawesome\.js[^"]*"></script>')
+FONTAWESOME_JS = re.compile(r'\s*<script[^>]* src="[^"]*_static/scripts/fontawesome\.js[^"]*"[^>]*></script>')
 
 
 def drop_fontawesome_js(app: Any, exception: Exception | None) -> None:

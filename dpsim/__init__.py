@@ -9,6 +9,7 @@ Public names:
     shell         run shell commands (torchrun script.py) at once; output with ports, pids... masked
     free_port     a free TCP port on 127.0.0.1
     plot_ranks    bar chart of per-rank tensors, before and after
+    figure_style  draw this kernel's matplotlib figures in the book's style, as SVG
     check         say whether an exercise answer matches a real run
     glue          name a run's number for the prose (MyST-NB glue; a no-op without MyST-NB)
     explorer      a widget that flips between views computed from real runs
@@ -25,7 +26,7 @@ from ._exercise import check
 from ._glue import glue
 from ._explorer import explorer
 from ._launch import LaunchTimeout, RankError, launch
-from ._plot import plot_ranks
+from ._plot import figure_style, plot_ranks
 from ._ring_animation import animate_ring
 from ._svg import bars_svg, lines_svg
 from ._shell import free_port, shell
@@ -37,6 +38,6 @@ _ipython.install(RankError, LaunchTimeout)
 __all__ = [
     "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "shell", "free_port",
     "ThreadDataParallel", "decomposes", "Decomposition",
-    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "check", "glue",
+    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "figure_style", "check", "glue",
 ]
 __version__ = "0.1.0"

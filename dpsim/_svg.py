@@ -5,13 +5,28 @@ import re
 from html import escape, unescape
 from typing import Any, Sequence
 
-_COLOURS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"]
+# matplotlib's tab10 hues, with orange and pink darkened to a contrast of at least 3:1 on
+# white (WCAG's minimum for parts of a graphic); tests/test_widgets.py checks it.
+COLOURS = ["#1f77b4", "#d95f02", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#d0349a", "#7f7f7f"]
 
 
-def _open_svg(width: float, height: float, style: str = "") -> str:
-    """An SVG that scales down with its column (phones) and never grows past its size."""
+def _open_svg(width: float, height: float, style: str = "", label: str = "") -> str:
+    """An SVG that scales down with its column (phones) and never grows past its size.
+
+    `label` is its text alternative: screen readers read it in place of the drawing.
+    """
+    alt = f' role="img" aria-label="{escape(label)}"' if label else ""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width:g} {height:g}" width="100%" '
-            f'style="max-width:{width:g}px;height:auto;{style}" font-family="sans-serif" font-size="10">')
+            f'style="max-width:{width:g}px;height:auto;{style}" font-family="sans-serif" font-size="10"{alt}>')
+
+
+def _describe(name: str, values: Sequence[float]) -> str:
+    """A bar group or line in words: its values, or their count and range when there are many."""
+    if not values:
+        return f"{name}: no result"
+    if len(values) <= 4:
+        return f"{name}: {', '.join(_fmt(v) for v in values)}"
+    return f"{name}: {len(values)} values from {_fmt(min(values))} to {_fmt(max(values))}"
 
 
 def _fmt(v: float) -> str:
@@ -54,7 +69,7 @@ def bars_svg(
     out.append('<div style="display:flex;flex-wrap:wrap;justify-content:center">' + "".join(svgs) + "</div>")
     if elements:
         keys = "".join(f'<span style="white-space:nowrap"><span style="display:inline-block;width:10px;'
-                       f'height:10px;margin:0 3px 0 9px;background:{_COLOURS[i % len(_COLOURS)]}"></span>'
+                       f'height:10px;margin:0 3px 0 9px;background:{COLOURS[i % len(COLOURS)]}"></span>'
                        f'<span>{escape(e)}</span></span> '  # swatch and name wrap together
                        for i, e in enumerate(elements))
         out.append(f'<div style="text-align:center">{keys}</div>')
@@ -62,21 +77,36 @@ def bars_svg(
     return "".join(out)
 
 
+def _title_x(name: str, width: int, left: int) -> float:
+    """A panel's name centres over its bars, or over the whole panel where it is wider."""
+    return (left + width) / 2 if 6 * len(name) <= width - left else width / 2
+
+
 def _panel(name: str, ranks: Sequence[Sequence[float]], width: int, height: int, y: Any,
            scale: tuple[float, float], left: int, labels: dict[str, Sequence[str]] | None) -> str:
     """One stage of `bars_svg`: its name, a scale on the left, bars, values on the short ones."""
-    out = [_open_svg(width, height, f"flex:0 1 {width}px;min-width:{min(width, 240)}px"),
-           f'<text x="{(left + width) / 2:.0f}" y="12" text-anchor="middle" font-weight="bold">{escape(name)}</text>']
+    group = (width - 4 - left) / max(1, len(ranks))
+    names = [labels[name][r] if labels and name in labels else f"rank {r}" for r in range(len(ranks))]
+    label = f"{name}. " + "; ".join(_describe(n, vals) for n, vals in zip(names, ranks))
+    short = not labels or name not in labels
+    if short and any(5.6 * len(n) + 4 > group for n in names):  # "rank 0" would run into "rank 1"
+        names = [str(r) for r in range(len(ranks))]  # numbers under the bars, "rank" beside them
+    else:
+        short = False
+    out = [_open_svg(width, height, f"flex:0 1 {width}px;min-width:{min(width, 240)}px", label),
+           f'<text x="{_title_x(name, width, left):.0f}" y="12" text-anchor="middle" '
+           f'font-weight="bold">{escape(name)}</text>']
+    if short:
+        out.append(f'<text x="{left - 4}" y="{height - 10}" text-anchor="end">rank</text>')
     for v in sorted({scale[0], scale[1], 0.0}):  # the shared scale: top, bottom and zero
         out.append(f'<text x="{left - 4}" y="{y(v) + 3:.1f}" text-anchor="end" fill="#555">{_fmt(v)}</text>')
     out.append(f'<line x1="{left}" x2="{left}" y1="{y(scale[0]):.1f}" y2="{y(scale[1]):.1f}" stroke="#bbb"/>')
     out.append(f'<line x1="{left}" x2="{width - 4}" y1="{y(0):.1f}" y2="{y(0):.1f}" stroke="#444"/>')
-    group = (width - 4 - left) / max(1, len(ranks))
     value_labels, fits = [], True
     for r, vals in enumerate(ranks):
         gx = left + r * group
-        name_r = labels[name][r] if labels and name in labels else f"rank {r}"
-        out.append(f'<text x="{gx + group / 2:.1f}" y="{height - 10}" text-anchor="middle">{escape(name_r)}</text>')
+        name_r = labels[name][r] if labels and name in labels else f"rank {r}"  # hover titles: whole
+        out.append(f'<text x="{gx + group / 2:.1f}" y="{height - 10}" text-anchor="middle">{escape(names[r])}</text>')
         if not vals:
             out.append(f'<text x="{gx + group / 2:.1f}" y="{y(0) - 4:.1f}" text-anchor="middle" '
                        f'fill="#888">no result</text>')
@@ -86,7 +116,7 @@ def _panel(name: str, ranks: Sequence[Sequence[float]], width: int, height: int,
             bx = gx + group * 0.1 + i * bw
             y1, y2 = sorted((y(v), y(0)))
             out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
-                       f'fill="{_COLOURS[i % len(_COLOURS)]}"><title>{escape(name)}, {escape(name_r)}'
+                       f'fill="{COLOURS[i % len(COLOURS)]}"><title>{escape(name)}, {escape(name_r)}'
                        f'{f", element {i}" if len(vals) > 1 else ""}: {_fmt(v)}</title></rect>')
             if len(vals) <= 4:  # drawn last, with a white outline: never hidden by a bar
                 fits &= 5.2 * len(_fmt(v)) + 2 <= bw  # about 5.2 px per character at 9 px
@@ -118,15 +148,17 @@ def lines_svg(
     out = ['<figure class="dpsim-lines" style="margin:0;font:10px sans-serif;text-align:center">']
     if title:
         out.append(f'<figcaption style="font-size:12px">{escape(title)}</figcaption>')
-    out.append(_open_svg(width, height))
-    for v in (lo, hi):
+    label = (f"{title + '. ' if title else ''}Lines over {xlabel}: "
+             + "; ".join(_describe(name, vals) for name, vals in series.items()))
+    out.append(_open_svg(width, height, label=label))
+    for v in sorted({lo, hi}):  # a flat line gets one label, not two on top of each other
         out.append(f'<text x="{left - 4}" y="{py(v) + 3:.1f}" text-anchor="end">{_fmt(v)}</text>')
     out.append(f'<line x1="{left}" x2="{width - right}" y1="{height - bottom}" y2="{height - bottom}" stroke="#444"/>')
     out.append(f'<text x="{(left + width - right) / 2:.0f}" y="{height - 6}" text-anchor="middle">{escape(xlabel)}</text>')
     dashes = ["", "6,3", "2,2", "8,2,2,2"]
     keys = []
     for k, (name, vals) in enumerate(series.items()):
-        colour, dash = _COLOURS[k % len(_COLOURS)], dashes[k % len(dashes)]
+        colour, dash = COLOURS[k % len(COLOURS)], dashes[k % len(dashes)]
         points = " ".join(f"{px(i):.1f},{py(v):.1f}" for i, v in enumerate(vals))
         out.append(f'<polyline points="{points}" fill="none" stroke="{colour}" stroke-width="2" '
                    f'stroke-dasharray="{dash}"><title>{escape(name)}: '

@@ -9,6 +9,7 @@ import gzip
 import http.server
 import io
 import os
+import re
 import shutil
 import threading
 from urllib.parse import urlparse
@@ -95,19 +96,7 @@ def open_page(browser, url):
     Both lists keep growing while the page is open: what clicks trigger counts too.
     """
     page = browser.new_page()
-    errors, outside = [], []
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-
-    def check(request):
-        host = urlparse(request.url).hostname
-        if request.url.startswith(("http:", "https:", "ws:", "wss:")) and host != "127.0.0.1":
-            outside.append(request.url)
-
-    page.on("request", check)
-    page.on("websocket", check)  # WebSockets do not show up as requests
-    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
-    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    errors, outside = watch(page)
     page.goto(url, wait_until="networkidle")
     return page, errors, outside
 
@@ -128,30 +117,215 @@ def all_pages(built_book):
     return pages(built_book)
 
 
-def test_every_page_loads_offline_without_errors(browser, site, all_pages, built_book):
+# Measured at a phone's width, after the page has laid out: what sticks out of the screen
+# (outside any box that scrolls on its own), the size of chart text, and each picture's
+# text alternative.
+PHONE = """() => {
+  const width = document.documentElement.clientWidth;
+  const scrolls = el => { for (let e = el.parentElement; e; e = e.parentElement) {
+      const s = getComputedStyle(e);
+      if (['auto', 'scroll', 'hidden'].includes(s.overflowX) && e !== document.body
+          && e !== document.documentElement) return true; } return false; };
+  const wide = [];
+  for (const el of document.querySelectorAll('.bd-main *')) {
+    if (!el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    const box = el.getBoundingClientRect();
+    if (box.width > 0 && (box.right > width + 1 || box.left < -1) && !scrolls(el))
+      wide.push(el.tagName.toLowerCase() + '.' + el.className + ': ' + (el.innerText || '').slice(0, 50));
+  }
+  let smallest = 99, measured = 0;
+  const noViewBox = [];
+  for (const svg of document.querySelectorAll('.cell_output svg')) {
+    const box = svg.getBoundingClientRect();
+    if (!svg.closest('.jupyter-widgets, .dpsim-ring') || box.width === 0) continue;
+    if (!svg.getAttribute('viewBox')) { noViewBox.push(svg.outerHTML.slice(0, 80)); continue; }
+    const scale = box.width / svg.viewBox.baseVal.width;
+    for (const t of svg.querySelectorAll('text')) {
+      if (t.getBoundingClientRect().width === 0) continue;
+      smallest = Math.min(smallest, scale * parseFloat(getComputedStyle(t).fontSize));
+      measured += 1;
+    }
+  }
+  const charts = Array.from(document.querySelectorAll('.cell_output svg[viewBox]'))
+    .filter(s => s.closest('.jupyter-widgets') && !s.closest('span'))  // not the colour keys
+    .map(s => s.getAttribute('aria-label') || (s.querySelector(':scope > title') || {}).textContent || '');
+  const images = Array.from(document.querySelectorAll('.bd-article img')).map(
+    i => [i.getAttribute('src'), i.getAttribute('alt') || '', i.getBoundingClientRect().width]);
+  return {pageWidth: document.documentElement.scrollWidth, width, wide: wide.slice(0, 8),
+          smallest, measured, noViewBox, charts, images};
+}"""
+
+
+def watch(page):
+    """The console errors and the requests that leave 127.0.0.1, for as long as the page is open."""
+    errors, outside = [], []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+
+    def check(request):
+        host = urlparse(request.url).hostname
+        if request.url.startswith(("http:", "https:", "ws:", "wss:")) and host != "127.0.0.1":
+            outside.append(request.url)
+
+    page.on("request", check)
+    page.on("websocket", check)  # WebSockets do not show up as requests
+    page.on("requestfailed", lambda r: errors.append(f"request failed: {r.url}"))
+    page.on("response", lambda r: errors.append(f"HTTP {r.status}: {r.url}") if r.status >= 400 else None)
+    return errors, outside
+
+
+@pytest.fixture(scope="module")
+def tour(browser, site, all_pages, built_book):
+    """Every page, visited once as a reader would: loaded with an empty cache at 1280 px,
+    then narrowed to a phone's 390 px. Returns what each visit measured; screenshots of the
+    first screen at both widths go beside the html directory."""
     shots = os.path.join(os.path.dirname(built_book), "screenshots")
     os.makedirs(shots, exist_ok=True)
+    visits = {}
     for rel in all_pages:
-        page, errors, outside = open_page(browser, f"{site}/{rel}")
+        html = open(os.path.join(built_book, rel), encoding="utf-8").read()
+        has_widgets = "widget-view+json" in html
+        page = browser.new_page()
+        errors, outside = watch(page)
+        cdp = browser.new_cdp_session(page)
+        cdp.send("Network.enable")
+        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})  # count every byte
+        sizes = []
+        page.on("requestfinished", lambda r: sizes.append(r.sizes()["responseBodySize"]))
+        page.goto(f"{site}/{rel}", wait_until="load")
+        drawn_after = None
+        if has_widgets:  # embed.js draws the widgets after the load event
+            page.wait_for_selector(".jupyter-widgets .widget-toggle-buttons", timeout=20000)
+            drawn_after = page.evaluate("performance.now() - performance.timing.loadEventEnd"
+                                        " + performance.timing.navigationStart")
+        page.wait_for_timeout(800)  # late requests (MathJax's fonts) count too
+        name = rel.replace("/", "_")
+        page.screenshot(path=os.path.join(shots, name + ".png"))
+        views = widget_views(page) if has_widgets else []
+        page.set_viewport_size({"width": 390, "height": 844})
         page.wait_for_timeout(300)
-        page.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".png"))  # the first screen
+        phone = page.evaluate(PHONE)
+        page.screenshot(path=os.path.join(shots, name + ".390px.png"))
         page.close()
-        assert not outside, f"{rel} requested outside 127.0.0.1: {outside}"
-        assert not errors, f"{rel} console errors: {errors}"
+        visits[rel] = dict(errors=errors, outside=outside, bytes=sum(sizes), drawn_after=drawn_after,
+                           views=views, has_widgets=has_widgets, **phone)
+    return visits
 
 
-def test_every_widget_renders(browser, site, all_pages, built_book):
-    counted = 0
-    for rel in all_pages:
-        if "widget-view+json" not in open(os.path.join(built_book, rel), encoding="utf-8").read():
-            continue
-        page, _, _ = open_page(browser, f"{site}/{rel}")
-        page.wait_for_selector(".jupyter-widgets", timeout=20000)
-        sizes = widget_views(page)
-        page.close()
+def test_every_page_loads_offline_without_errors(tour):
+    for rel, visit in tour.items():
+        assert not visit["outside"], f"{rel} requested outside 127.0.0.1: {visit['outside']}"
+        assert not visit["errors"], f"{rel} console errors: {visit['errors']}"
+
+
+
+def test_every_widget_renders(tour):
+    views = {rel: v["views"] for rel, v in tour.items() if v["has_widgets"]}
+    for rel, sizes in views.items():
         assert sizes and all(n > 100 for n in sizes), f"{rel}: empty widget area(s): {sizes}"
-        counted += len(sizes)
-    assert counted >= 4  # one explorer in each of chapters 2-5
+    assert sum(len(sizes) for sizes in views.values()) >= 4  # one explorer in each of chapters 2-5
+
+
+def test_widget_pages_are_light_and_quick(tour, record_property):
+    """Bytes on the wire (gzip, as hosts serve it) and the time from the load event
+    until the widgets are drawn. The bytes are asserted; the time is only reported
+    (noisy): conftest prints both at the end of the run."""
+    rows = [(rel, v["bytes"], v["drawn_after"]) for rel, v in tour.items() if v["has_widgets"]]
+    record_property("report", [f"{rel}: {size / 1e6:.2f} MB transferred (gzip), widgets drawn"
+                               f" {ms:.0f} ms after the load event" for rel, size, ms in rows])
+    # at most 2 MB; at least the widget manager, or the count saw nothing
+    assert rows and all(2e5 <= size <= 2e6 for _, size, _ in rows), rows
+
+
+def test_every_page_fits_a_phone(tour):
+    """At 390 px nothing is wider than the screen: long words and code break, and wide
+    outputs, code and tables scroll inside their own box."""
+    for rel, visit in tour.items():
+        assert visit["pageWidth"] <= visit["width"], f"{rel}: {visit['pageWidth']} px wide: {visit['wide']}"
+        assert not visit["wide"], f"{rel}: wider than the screen: {visit['wide']}"
+
+
+def test_charts_scale_and_stay_legible_on_a_phone(tour):
+    """Widget charts scale (a viewBox) and their text is at least 9 px at 390 px."""
+    charted = [rel for rel, v in tour.items() if v["measured"]]
+    assert len(charted) >= 5, charted
+    for rel, visit in tour.items():
+        assert not visit["noViewBox"], f"{rel}: SVG(s) without a viewBox: {visit['noViewBox']}"
+        assert visit["smallest"] >= 9, f"{rel}: chart text drawn at {visit['smallest']:.1f} px on a phone"
+
+
+def svg_text_sizes(svg: str) -> list[float]:
+    """The font sizes in a matplotlib SVG (svg.fonttype none), in the SVG's own units."""
+    return [float(x) for x in re.findall(r"font-size[:=]\s*\"?([\d.]+)", svg)
+            + re.findall(r"font:\s*(?:[\w-]+\s+)*?([\d.]+)px", svg)]
+
+
+def test_figures_are_sharp_and_legible_on_a_phone(tour, built_book):
+    """Every figure is an SVG (sharp at any width) whose smallest text shows at 9 px or more
+    at 390 px: its font size in the SVG's units, times the width shown over its viewBox."""
+    figures = 0
+    for rel, visit in tour.items():
+        for src, _, shown in visit["images"]:
+            if "_images/" not in src:
+                continue
+            assert src.endswith(".svg"), f"{rel}: {src} is a raster figure"
+            path = os.path.normpath(os.path.join(built_book, os.path.dirname(rel), src))
+            svg = open(path, encoding="utf-8").read()
+            view_width = float(re.search(r'viewBox="[-\d.]+ [-\d.]+ ([\d.]+)', svg).group(1))
+            sizes = svg_text_sizes(svg)
+            assert sizes, f"{rel}: {src} has no text that stays text (svg.fonttype)"
+            smallest = min(sizes) * shown / view_width
+            assert smallest >= 9, f"{rel}: {src} shows text at {smallest:.1f} px at 390 px"
+            figures += 1
+    assert figures >= 10, figures
+
+
+def test_every_picture_has_a_text_alternative(tour):
+    """Figures have alt text that says what they show (not a file name); widget charts
+    have an aria-label (role img)."""
+    for rel, visit in tour.items():
+        for src, alt, _ in visit["images"]:
+            assert len(alt) >= 20 and not re.search(r"\.(svg|png)|_images|/", alt), f"{rel}: {src} alt {alt!r}"
+        assert all(len(label) >= 5 for label in visit["charts"]), f"{rel}: chart without a text alternative"
+    assert sum(len(v["charts"]) for v in tour.values()) >= 15  # the views shown at load
+
+
+SIDEBAR = """() => {
+  // on a phone the theme moves the sidebar's content into a <dialog> while it is open
+  const s = document.querySelector('.bd-sidebar-primary');
+  const box = s.getBoundingClientRect();
+  const link = Array.from(s.querySelectorAll('a')).find(a => a.textContent.includes('Ranks and the world'));
+  const linkBox = link ? link.getBoundingClientRect() : {width: 0, right: 0};
+  return {shown: getComputedStyle(s).visibility === 'visible' && box.right > 0 && box.width > 0,
+          linkShown: linkBox.width > 0 && linkBox.right > 0, modal: !!s.closest('dialog[open]') || (s.tagName === 'DIALOG' && s.open)};
+}"""
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_the_sidebar_button_opens_and_closes_the_navigation(browser, site, width):
+    """On a phone the button opens the table of contents as a drawer, and Escape closes it;
+    on a wide screen the sidebar shows, and the button folds it away and back."""
+    page = browser.new_page()
+    errors, _ = watch(page)
+    page.set_viewport_size({"width": width, "height": 844})
+    page.goto(f"{site}/chapters/03_dataparallel_vs_ddp.html", wait_until="load")
+    [button] = [b for b in page.locator(".primary-toggle").all() if b.is_visible()]
+    state = [page.evaluate(SIDEBAR)]
+    button.click()
+    page.wait_for_timeout(400)  # the drawer slides in
+    state.append(page.evaluate(SIDEBAR))
+    if width < 960:
+        page.keyboard.press("Escape")
+    else:
+        button.click()
+    page.wait_for_timeout(400)
+    state.append(page.evaluate(SIDEBAR))
+    page.close()
+    shown = [s["shown"] and s["linkShown"] for s in state]
+    assert shown == ([False, True, False] if width < 960 else [True, False, True]), state
+    if width < 960:
+        assert state[1]["modal"], state  # a dialog: focus stays in it, Escape closes it
+    assert not errors, errors
 
 
 def visible_groups(root):
@@ -173,6 +347,8 @@ def exercise(page, root, seen, rel):
         if label in seen:
             continue
         seen.add(label)
+        # screen readers hear the group's name with its buttons
+        assert (group.get_attribute("role"), group.get_attribute("aria-label")) == ("group", label.strip()), rel
         buttons = group.locator("button")
         first = next(i for i in range(buttons.count()) if buttons.nth(i).get_attribute("aria-pressed") == "true")
         for i in [*(i for i in range(buttons.count()) if i != first), first]:
@@ -234,33 +410,6 @@ def test_a_control_shows_only_where_it_applies(browser, site, rel, choose, then,
     assert not errors, errors
 
 
-def test_widget_pages_are_light_and_quick(browser, site, all_pages, built_book, record_property):
-    """Bytes on the wire (gzip, as hosts serve it) and the time from the load event
-    until the widgets are drawn. The bytes are asserted; the time is only reported
-    (noisy): conftest prints both at the end of the run."""
-    rows = []
-    for rel in all_pages:
-        if "widget-view+json" not in open(os.path.join(built_book, rel), encoding="utf-8").read():
-            continue
-        page = browser.new_page()
-        cdp = browser.new_cdp_session(page)
-        cdp.send("Network.enable")
-        cdp.send("Network.setCacheDisabled", {"cacheDisabled": True})  # count every byte
-        sizes = []
-        page.on("requestfinished", lambda r: sizes.append(r.sizes()["responseBodySize"]))
-        page.goto(f"{site}/{rel}", wait_until="load")
-        page.wait_for_selector(".jupyter-widgets .widget-toggle-buttons", timeout=20000)
-        after_load = page.evaluate("performance.now() - performance.timing.loadEventEnd"
-                                   " + performance.timing.navigationStart")
-        page.wait_for_timeout(1000)  # late requests (MathJax's fonts) count too
-        rows.append((rel, sum(sizes), after_load))
-        page.close()
-    record_property("report", [f"{rel}: {size / 1e6:.2f} MB transferred (gzip), widgets drawn"
-                               f" {ms:.0f} ms after the load event" for rel, size, ms in rows])
-    # at most 2 MB; at least the widget manager, or the count saw nothing
-    assert rows and all(2e5 <= size <= 2e6 for _, size, _ in rows), rows
-
-
 SHOWN_FRAMES = """() => Array.from(document.querySelectorAll('.dpsim-ring .frame'))
   .filter(f => getComputedStyle(f).display !== 'none').map(f => f.querySelector('title').textContent)"""
 
@@ -285,49 +434,3 @@ def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
     assert last == ["ring all-reduce, p=4: step 6 of 6 (all-gather)"], last
     assert before_last == ["ring all-reduce, p=4: step 5 of 6 (all-gather)"], before_last
     assert not errors, errors
-
-
-PHONE_CHECK = """() => {
-  const wide = Array.from(document.querySelectorAll('.cell_output, .output'))
-    .filter(e => e.scrollWidth > e.clientWidth + 1).map(e => e.innerText.slice(0, 60));
-  const noViewBox = Array.from(document.querySelectorAll('.jupyter-widgets svg, .dpsim-ring svg'))
-    .filter(s => !s.getAttribute('viewBox')).length;
-  let smallest = 99, measured = 0;
-  for (const svg of document.querySelectorAll('.jupyter-widgets svg[viewBox], .dpsim-ring svg[viewBox]')) {
-    const box = svg.getBoundingClientRect();
-    if (box.width === 0) continue;
-    const scale = box.width / svg.viewBox.baseVal.width;
-    for (const t of svg.querySelectorAll('text')) {
-      smallest = Math.min(smallest, scale * parseFloat(getComputedStyle(t).fontSize));
-      measured += 1;
-    }
-  }
-  return [wide, smallest, noViewBox, measured];
-}"""
-
-
-def test_a_phone_sees_whole_outputs_and_legible_charts(browser, site, all_pages, built_book):
-    """At 390 px nothing scrolls sideways, every widget SVG scales (has a viewBox), and
-    chart panels stack instead of shrinking. Saves a screenshot of each page's first
-    widget or animation at that width, beside the desktop ones."""
-    shots = os.path.join(os.path.dirname(built_book), "screenshots")
-    os.makedirs(shots, exist_ok=True)
-    for rel in all_pages:
-        html = open(os.path.join(built_book, rel), encoding="utf-8").read()
-        if "widget-view+json" not in html and 'class="dpsim-ring"' not in html:
-            continue
-        page, errors, _ = open_page(browser, f"{site}/{rel}")
-        page.set_viewport_size({"width": 390, "height": 844})
-        # the widgets draw after the load event (embed.js), later still on a busy machine
-        page.wait_for_selector(".jupyter-widgets svg[viewBox] text, .dpsim-ring svg[viewBox] text",
-                               state="visible", timeout=20000)
-        page.wait_for_timeout(300)
-        wide, smallest, no_viewbox, measured = page.evaluate(PHONE_CHECK)
-        first = page.locator(".jupyter-widgets.widget-vbox, .dpsim-ring").first
-        first.scroll_into_view_if_needed()
-        first.screenshot(path=os.path.join(shots, rel.replace("/", "_") + ".390px.png"))
-        page.close()
-        assert not wide, f"{rel}: outputs wider than the column at 390 px: {wide}"
-        assert not no_viewbox, f"{rel}: {no_viewbox} widget SVG(s) without a viewBox"
-        assert measured, f"{rel}: no chart text visible at 390 px, so none was measured"
-        assert smallest >= 8, f"{rel}: chart text drawn at {smallest:.1f} px on a phone"

@@ -37,12 +37,18 @@ def test_plot_ranks_draws_the_data():
                               "after": [torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])]}, title="t")
     fig = shown.figure
     assert isinstance(fig, matplotlib.figure.Figure)
-    assert shown._repr_png_().startswith(b"\x89PNG")
+    svg = shown._repr_svg_()
+    assert svg.startswith("<?xml") and "<svg" in svg and "<dc:date>" not in svg
+    assert "<text" in svg and ">rank</text>" in svg  # text stays text (sharp, sized by the browser)
+    assert svg == dpsim.plot_ranks({"before": [torch.tensor([0.0]), torch.tensor([1.0])],
+                                    "after": [torch.tensor([1.0, 2.0]), torch.tensor([1.0, 2.0])]},
+                                   title="t")._repr_svg_()  # the same bytes every run
     assert repr(shown) == "t\nbefore: rank 0 [0.0]; rank 1 [1.0]\nafter: rank 0 [1.0, 2.0]; rank 1 [1.0, 2.0]"
     before, after = fig.axes
     assert [b.get_height() for b in before.patches] == [0.0, 1.0]
     assert [b.get_height() for b in after.patches] == [1.0, 2.0, 1.0, 2.0]
-    assert [t.get_text() for t in after.get_xticklabels()] == ["rank 0", "rank 1"]
+    assert [t.get_text() for t in after.get_xticklabels()] == ["0", "1"]
+    assert after.get_xlabel() == "rank"
 
 
 def test_short_path_hides_machine_paths():

@@ -118,6 +118,54 @@ def test_bars_svg_scales_and_keeps_value_labels_readable():
     assert max(panel_title) < min(float(after[i].get("y")) for i in values) - 8
 
 
+def contrast(colour: str, background: str = "#ffffff") -> float:
+    """WCAG 2 contrast ratio of two sRGB colours."""
+    def luminance(hex_colour):
+        channels = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+        linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+        return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+    hi, lo = sorted([luminance(colour), luminance(background)], reverse=True)
+    return (hi + 0.05) / (lo + 0.05)
+
+
+def test_chart_colours_stand_out_from_the_white_background():
+    """WCAG's minimum for parts of a graphic is 3:1; the figures (matplotlib) share them."""
+    from dpsim._plot import STYLE
+    from dpsim._svg import COLOURS
+
+    assert min(contrast(c) for c in COLOURS) >= 3, [(c, round(contrast(c), 2)) for c in COLOURS]
+    assert STYLE["axes.prop_cycle"].by_key()["color"] == COLOURS
+
+
+def test_each_chart_says_what_it_shows_to_a_screen_reader():
+    ns = "{http://www.w3.org/2000/svg}"
+    bars = dpsim.bars_svg({"after": [[3.0], [3.0, 1.0, 2.0, 4.0, 5.0]]}, labels={"after": ["p", "q"]})
+    [svg] = figure_svgs(bars)[1]
+    assert svg.get("role") == "img"
+    assert svg.get("aria-label") == "after. p: 3; q: 5 values from 1 to 5"
+    lines = ET.fromstring(dpsim.lines_svg({"rank 0": [1.0, 0.5]}, title="loss"))
+    [svg] = lines.iter(f"{ns}svg")
+    assert svg.get("role") == "img" and svg.get("aria-label") == "loss. Lines over step: rank 0: 1, 0.5"
+
+
+def test_rank_labels_that_would_collide_become_numbers():
+    """Four ranks in a narrow panel: "rank 0" ... "rank 3" do not fit under their bars."""
+    ns = "{http://www.w3.org/2000/svg}"
+    def bottom_row(panel_width):
+        [svg] = figure_svgs(dpsim.bars_svg({"kB": [[1.0]] * 4}, panel_width=panel_width))[1]
+        row = [t for t in svg.findall(f"{ns}text") if t.get("y") == "180"]  # height 190 - 10
+        return [t.text for t in sorted(row, key=lambda t: float(t.get("x")))]
+
+    assert bottom_row(120) == ["rank", "0", "1", "2", "3"]
+    assert bottom_row(300) == ["rank 0", "rank 1", "rank 2", "rank 3"]
+
+
+def test_a_flat_line_gets_one_scale_label():
+    ns = "{http://www.w3.org/2000/svg}"
+    [svg] = ET.fromstring(dpsim.lines_svg({"rank 0": [0.0, 0.0]})).iter(f"{ns}svg")
+    assert [t.text for t in svg.findall(f"{ns}text")].count("0") == 1
+
+
 def stored_explorers():
     """(notebook, text) of each explorer output: its settings and what each view shows."""
     for path in sorted(pathlib.Path(ROOT).glob("chapters/*.ipynb")):
