@@ -45,10 +45,11 @@ test: $(VENV)/installed
 	DPSIM_FLOAT_PATH="ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 DPSIM_RANK_THREADS=2" \
 	  $(BIN)/python -m pytest $(PARALLEL) tests _build/solved _build/float-path
 
+# Bytecode is compiled on every core (pip would compile on one); one file of torch's test
+# helpers is Python 3.12 syntax and is skipped.
 $(VENV)/installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
-	# bytecode on every core (pip compiles on one); one torch test file is Python 3.12 only
 	$(BIN)/python -m compileall -q -j 0 -x py312_intrinsics $(VENV)/lib >/dev/null
 	touch $@
 

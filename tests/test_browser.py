@@ -151,7 +151,13 @@ PHONE = """() => {
     .map(s => s.getAttribute('aria-label') || (s.querySelector(':scope > title') || {}).textContent || '');
   const images = Array.from(document.querySelectorAll('.bd-article img')).map(
     i => [i.getAttribute('src'), i.getAttribute('alt') || '', i.getBoundingClientRect().width]);
-  return {pageWidth: document.documentElement.scrollWidth, width, wide: wide.slice(0, 8),
+  const searchOverlaps = Array.from(document.querySelectorAll('form.bd-search'))
+    .filter(f => f.checkVisibility()).filter(f => {
+      const icon = f.querySelector('i'), input = f.querySelector('input');
+      const box = input.getBoundingClientRect();
+      return icon && icon.getBoundingClientRect().right > box.x + parseFloat(getComputedStyle(input).paddingLeft);
+    }).length;
+  return {pageWidth: document.documentElement.scrollWidth, width, wide: wide.slice(0, 8), searchOverlaps,
           smallest, measured, noViewBox, charts, images};
 }"""
 
@@ -243,6 +249,7 @@ def test_every_page_fits_a_phone(tour):
     for rel, visit in tour.items():
         assert visit["pageWidth"] <= visit["width"], f"{rel}: {visit['pageWidth']} px wide: {visit['wide']}"
         assert not visit["wide"], f"{rel}: wider than the screen: {visit['wide']}"
+        assert not visit["searchOverlaps"], f"{rel}: the search icon covers the query text"
 
 
 def test_charts_scale_and_stay_legible_on_a_phone(tour):
