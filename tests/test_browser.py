@@ -441,3 +441,21 @@ def test_ring_animation_has_frames_and_steps(browser, site, all_pages):
     assert last == ["ring all-reduce, p=4: step 6 of 6 (all-gather)"], last
     assert before_last == ["ring all-reduce, p=4: step 5 of 6 (all-gather)"], before_last
     assert not errors, errors
+
+
+def test_pasting_an_error_into_search_finds_the_index_or_its_chapter(browser, site):
+    """Five messages from errors.md, typed into the book's own search (offline, Sphinx's
+    index): each lands on the error index or a chapter."""
+    page_text = open(os.path.join(ROOT, "errors.md"), encoding="utf-8").read()
+    messages = re.findall(r"^## `(.+)`$", page_text, re.M)[::3][:5]
+    assert len(messages) == 5, messages
+    for message in messages:
+        words = " ".join(re.findall(r"[A-Za-z_]{4,}", message)[:6])  # what a reader would paste
+        page, errors, outside = open_page(browser, f"{site}/search.html")
+        page.fill("form.bd-search input[name=q] >> visible=true", words)
+        page.keyboard.press("Enter")
+        page.wait_for_selector("#search-results ul.search li a", timeout=20000)
+        found = page.locator("#search-results ul.search li a").evaluate_all("as => as.map(a => a.href)")
+        page.close()
+        assert any("errors.html" in h or "/chapters/" in h for h in found[:5]), (words, found[:5])
+        assert not errors and not outside, (errors, outside)
