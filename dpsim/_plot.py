@@ -80,6 +80,7 @@ def _plot_ranks(panels: dict[str, Sequence[torch.Tensor]], title: str | None, yl
                 ax.bar(rank + (i - (len(vals) - 1) / 2) * width, v, width, color=f"C{i}")
                 ax.annotate(f"{v:g}", (rank + (i - (len(vals) - 1) / 2) * width, v),
                             ha="center", va="bottom", fontsize=9)
+        ax.margins(y=0.2)  # room above the tallest bar for its value, below the title
         ax.set_xticks(range(len(values)), [str(r) for r in range(len(values))])
         ax.set_xlabel("rank")
         ax.set_title(name)
