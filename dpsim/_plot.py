@@ -84,7 +84,6 @@ def _plot_ranks(panels: dict[str, Sequence[torch.Tensor]], title: str | None, yl
         ax.set_xticks(range(len(values)), [str(r) for r in range(len(values))])
         ax.set_xlabel("rank")
         ax.set_title(name)
-        ax.spines[["top", "right"]].set_visible(False)
     axes[0][0].set_ylabel(ylabel)
     if title:
         fig.suptitle(title)

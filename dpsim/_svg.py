@@ -86,17 +86,16 @@ def _panel(name: str, ranks: Sequence[Sequence[float]], width: int, height: int,
            scale: tuple[float, float], left: int, labels: dict[str, Sequence[str]] | None) -> str:
     """One stage of `bars_svg`: its name, a scale on the left, bars, values on the short ones."""
     group = (width - 4 - left) / max(1, len(ranks))
-    names = [labels[name][r] if labels and name in labels else f"rank {r}" for r in range(len(ranks))]
+    custom = bool(labels) and name in labels
+    names = [labels[name][r] if custom else f"rank {r}" for r in range(len(ranks))]
     label = f"{name}. " + "; ".join(_describe(n, vals) for n, vals in zip(names, ranks))
-    short = not labels or name not in labels
-    if short and any(5.6 * len(n) + 4 > group for n in names):  # "rank 0" would run into "rank 1"
-        names = [str(r) for r in range(len(ranks))]  # numbers under the bars, "rank" beside them
-    else:
-        short = False
+    # "rank 0" would run into "rank 1": numbers under the bars, "rank" beside them
+    numbered = not custom and any(5.6 * len(n) + 4 > group for n in names)
+    shown = [str(r) for r in range(len(ranks))] if numbered else names
     out = [_open_svg(width, height, f"flex:0 1 {width}px;min-width:{min(width, 240)}px", label),
            f'<text x="{_title_x(name, width, left):.0f}" y="12" text-anchor="middle" '
            f'font-weight="bold">{escape(name)}</text>']
-    if short:
+    if numbered:
         out.append(f'<text x="{left - 4}" y="{height - 10}" text-anchor="end">rank</text>')
     for v in sorted({scale[0], scale[1], 0.0}):  # the shared scale: top, bottom and zero
         out.append(f'<text x="{left - 4}" y="{y(v) + 3:.1f}" text-anchor="end" fill="#555">{_fmt(v)}</text>')
@@ -105,8 +104,7 @@ def _panel(name: str, ranks: Sequence[Sequence[float]], width: int, height: int,
     value_labels, fits = [], True
     for r, vals in enumerate(ranks):
         gx = left + r * group
-        name_r = labels[name][r] if labels and name in labels else f"rank {r}"  # hover titles: whole
-        out.append(f'<text x="{gx + group / 2:.1f}" y="{height - 10}" text-anchor="middle">{escape(names[r])}</text>')
+        out.append(f'<text x="{gx + group / 2:.1f}" y="{height - 10}" text-anchor="middle">{escape(shown[r])}</text>')
         if not vals:
             out.append(f'<text x="{gx + group / 2:.1f}" y="{y(0) - 4:.1f}" text-anchor="middle" '
                        f'fill="#888">no result</text>')
@@ -116,7 +114,7 @@ def _panel(name: str, ranks: Sequence[Sequence[float]], width: int, height: int,
             bx = gx + group * 0.1 + i * bw
             y1, y2 = sorted((y(v), y(0)))
             out.append(f'<rect x="{bx:.1f}" y="{y1:.1f}" width="{bw:.1f}" height="{max(y2 - y1, 0.5):.1f}" '
-                       f'fill="{COLOURS[i % len(COLOURS)]}"><title>{escape(name)}, {escape(name_r)}'
+                       f'fill="{COLOURS[i % len(COLOURS)]}"><title>{escape(name)}, {escape(names[r])}'
                        f'{f", element {i}" if len(vals) > 1 else ""}: {_fmt(v)}</title></rect>')
             if len(vals) <= 4:  # drawn last, with a white outline: never hidden by a bar
                 fits &= 5.2 * len(_fmt(v)) + 2 <= bw  # about 5.2 px per character at 9 px
