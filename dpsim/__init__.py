@@ -10,6 +10,8 @@ Public names:
     free_port     a free TCP port on 127.0.0.1
     plot_ranks    bar chart of per-rank tensors, before and after
     figure_style  draw this kernel's matplotlib figures in the book's style, as SVG
+    plot_timelines  per-rank timelines from profiler spans (compute and communication lanes)
+    merge_traces  the ranks' Chrome traces as one file, for Perfetto
     check         say whether an exercise answer matches a real run
     glue          name a run's number for the prose (MyST-NB glue; a no-op without MyST-NB)
     explorer      a widget that flips between views computed from real runs
@@ -29,6 +31,7 @@ from ._launch import LaunchTimeout, RankError, launch
 from ._plot import figure_style, plot_ranks
 from ._ring_animation import animate_ring
 from ._svg import bars_svg, lines_svg
+from ._timeline import merge_traces, plot_timelines
 from ._shell import free_port, shell
 from ._torchrun import torchrun
 from . import _ipython
@@ -38,6 +41,7 @@ _ipython.install(RankError, LaunchTimeout)
 __all__ = [
     "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "shell", "free_port",
     "ThreadDataParallel", "decomposes", "Decomposition",
-    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "figure_style", "check", "glue",
+    "explorer", "bars_svg", "lines_svg", "animate_ring", "plot_ranks", "figure_style",
+    "plot_timelines", "merge_traces", "check", "glue",
 ]
 __version__ = "0.1.0"

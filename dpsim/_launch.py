@@ -23,6 +23,9 @@ _ids = itertools.count(1)
 # What a rank says when a peer died under it (gloo, NCCL): a consequence, not a cause.
 _PEER_GONE = re.compile(r"Connection (closed|reset) by peer|Broken pipe|remote process exited"
                         r"|[Cc]ommunicator was aborted")
+# The profiler's own two lines per profile (kineto in torch 2.13 prints them at its
+# highest log level, on stderr): "USDT:<date> <pid>:<tid> SyncActivity...cpp:52] profiler_start".
+_KINETO_USDT = re.compile(r"^USDT:[^\n]*\] profiler_(?:start|stop)\n?", re.M)
 # Rank output that changes from run to run: glog time stamps, Python thread ids.
 _GLOG_TIME = re.compile(r"\[([IWEF])\d{4} \d\d:\d\d:\d\d\.\d+ ")
 _THREAD_ID = re.compile(r"\b(Thread|thread) 0x[0-9a-f]+\b")
@@ -121,8 +124,9 @@ def tidy(text: str) -> str:
     """Rank output without what changes from run to run or from one torch release to the
     next: machine paths (as in tracebacks), the time and line in c10d's log lines
     (``[E1123 00:39:00.0014 file.cpp:67]`` -> ``[E file.cpp]``), line numbers in torch's
-    frames, the build directory in front of C++ source paths, and in faulthandler's stack
-    dumps the thread ids and dpsim's own frames."""
+    frames, the build directory in front of C++ source paths, in faulthandler's stack
+    dumps the thread ids and dpsim's own frames, and the profiler's start and stop lines."""
+    text = _KINETO_USDT.sub("", text)
     text = _THREAD_ID.sub(r"\1 <id>", _GLOG_TIME.sub(r"[\1 ", short_path(text)))
     text = _CPP_LINE.sub(r"\1", _TORCH_LINE.sub(r"\1<n>", _BUILD_DIR.sub(r"\1", text)))
     return _OWN_FRAMES.sub("", text)
