@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Sequence
 
 import matplotlib.pyplot as plt
@@ -50,26 +51,37 @@ def plot_timelines(ranks: Sequence[Sequence[tuple[str, float, float]]], title: s
 def merge_traces(paths: Sequence[str], out: str) -> int:
     """Write the ranks' Chrome traces (``prof.export_chrome_trace``) as one file.
 
-    Each rank becomes a process named "rank r" in Perfetto (ui.perfetto.dev) or
-    chrome://tracing. The ranks of one machine share its clock, so their events
-    line up. Returns the number of events written.
+    Rank r's process becomes "rank r" in Perfetto (ui.perfetto.dev) or
+    chrome://tracing, and its other tracks (kineto's "Spans", a GPU's streams)
+    "rank r: <name>". Process ids and flow ids are renumbered per rank, so
+    that tracks that share an id across ranks (GPU 0 on every node) stay apart.
+    The ranks of one machine share its clock, so their events line up. Returns
+    the number of events written.
     """
     events: list[dict] = []
     for rank, path in enumerate(paths):
         with open(path, encoding="utf-8") as f:
-            trace = json.load(f)
-        for e in trace["traceEvents"]:
+            trace = json.load(f)["traceEvents"]
+        names = {e["pid"]: e.get("args", {}).get("name") for e in trace
+                 if e.get("ph") == "M" and e.get("name") == "process_name"}
+        busiest = Counter(e["pid"] for e in trace if e.get("ph") == "X").most_common(1)
+        main = busiest[0][0] if busiest else None
+        pids: dict = {}
+        for e in trace:
             if e.get("ph") == "M" and e.get("name") in ("process_name", "process_sort_index"):
-                continue  # replaced below
-            if isinstance(e.get("pid"), str):  # kineto's "Spans" track: one per rank
-                e = dict(e, pid=f"rank {rank} {e['pid']}")
+                continue  # written below, for the new ids
+            e = dict(e)
+            if "pid" in e:
+                e["pid"] = pids.setdefault(e["pid"], 1000 * rank + len(pids))
+            if e.get("ph") in ("s", "t", "f") and isinstance(e.get("id"), int):
+                e["id"] += 10**9 * rank  # flow arrows stay within their rank
             events.append(e)
-        pids = sorted({e["pid"] for e in trace["traceEvents"] if isinstance(e.get("pid"), int)})
-        for pid in pids:
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "tid": 0,
-                           "args": {"name": f"rank {rank}"}})
-            events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "tid": 0,
-                           "args": {"sort_index": rank}})
+        for old, new in pids.items():
+            name = f"rank {rank}" if old == main else f"rank {rank}: {names.get(old) or old or 'markers'}"
+            events.append({"ph": "M", "name": "process_name", "pid": new, "tid": 0,
+                           "args": {"name": name}})
+            events.append({"ph": "M", "name": "process_sort_index", "pid": new, "tid": 0,
+                           "args": {"sort_index": new}})
     with open(out, "w", encoding="utf-8") as f:
         json.dump({"traceEvents": events, "displayTimeUnit": "ms"}, f)
     return len(events)

@@ -1,5 +1,6 @@
 """Chapter 13's profiling: per-rank timelines, merged traces, and the chapter's own finders."""
 import json
+import re
 
 import matplotlib
 import pytest
@@ -45,20 +46,21 @@ def test_profiles_merge_into_one_trace_whose_ranks_share_a_clock(ch13, tmp_path,
     """The merged file is what Perfetto's JSON importer reads, and the ranks' copies of one
     all-reduce overlap in time: it cannot end on one rank before the other has joined it."""
     monkeypatch.chdir(tmp_path)
-    runs = dpsim.launch(ch13["profile_steps"], 32, [0.0, 2.0], world_size=2)
+    runs = dpsim.launch(ch13["profile_steps"], 32, [0.0, 2.0], 0, "slow", world_size=2)
     assert [sum(r[0] == "all-reduce" for r in rows) for rows in runs] == [8, 8]
     waits = [ch13["union_ms"](rows, "all-reduce") for rows in runs]
     assert waits[0] > 2 * waits[1]  # rank 1 loads slowly: rank 0 waits for it
-    paths = [str(tmp_path / f"traces/rank{r}.json") for r in range(2)]
+    paths = [str(tmp_path / f"traces/slow/rank{r}.json") for r in range(2)]
     count = dpsim.merge_traces(paths, str(tmp_path / "all.json"))
     trace = json.load(open(tmp_path / "all.json"))
     assert isinstance(trace["traceEvents"], list) and len(trace["traceEvents"]) == count
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert all(isinstance(e["ts"], (int, float)) and e["dur"] >= 0 and isinstance(e["name"], str)
-               and isinstance(e["pid"], (int, str)) and "tid" in e for e in complete)
+               and isinstance(e["pid"], int) and "tid" in e for e in complete)
     names = {e["pid"]: e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
-    assert sorted(names.values()) == ["rank 0", "rank 1"]
-    assert {e["pid"] for e in complete if isinstance(e["pid"], str)} <= {"rank 0 Spans", "rank 1 Spans"}
+    assert {"rank 0", "rank 1"} <= set(names.values()), names
+    assert all(re.fullmatch(r"rank [01](: .+)?", n) for n in names.values()), names
+    assert {e["pid"] for e in complete} <= set(names)  # every track is named
     by_rank = {rank: sorted((e["ts"], e["ts"] + e["dur"]) for e in complete
                             if e["name"] == "gloo:all_reduce" and names[e["pid"]] == rank)
                for rank in ("rank 0", "rank 1")}
@@ -78,3 +80,24 @@ def test_rank_output_drops_the_profilers_start_and_stop_lines():
             "kept\n"
             "USDT:2026-11-24 22:55:41 27317:27317 SyncActivityProfilerHandler.cpp:59] profiler_stop\n")
     assert tidy(text) == "kept\n"
+
+
+def test_merged_traces_keep_tracks_and_flows_of_different_ranks_apart(tmp_path):
+    """GPU tracks have the same pid (the device index) on every node, and flow ids repeat."""
+    for rank in range(2):
+        trace = {"traceEvents": [
+            {"ph": "M", "name": "process_name", "pid": 0, "tid": 0, "args": {"name": "GPU 0"}},
+            {"ph": "X", "name": "kernel", "pid": 0, "tid": 7, "ts": 5.0, "dur": 1.0},
+            {"ph": "X", "name": "cpu_op", "pid": 4242 + rank, "tid": 1, "ts": 1.0, "dur": 3.0},
+            {"ph": "X", "name": "cpu_op", "pid": 4242 + rank, "tid": 1, "ts": 4.0, "dur": 3.0},
+            {"ph": "s", "name": "ac2g", "id": 1, "pid": 4242 + rank, "tid": 1, "ts": 1.0},
+            {"ph": "f", "name": "ac2g", "id": 1, "pid": 0, "tid": 7, "ts": 5.0, "bp": "e"}]}
+        (tmp_path / f"r{rank}.json").write_text(json.dumps(trace))
+    dpsim.merge_traces([str(tmp_path / "r0.json"), str(tmp_path / "r1.json")], str(tmp_path / "m.json"))
+    events = json.load(open(tmp_path / "m.json"))["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert sorted(names.values()) == ["rank 0", "rank 0: GPU 0", "rank 1", "rank 1: GPU 0"]
+    kernels = [names[e["pid"]] for e in events if e["name"] == "kernel"]
+    assert kernels == ["rank 0: GPU 0", "rank 1: GPU 0"]
+    flows = [(e["id"], names[e["pid"]]) for e in events if e["ph"] in ("s", "f")]
+    assert len({i for i, _ in flows}) == 2 and len(flows) == 4
