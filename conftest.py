@@ -63,6 +63,22 @@ def _ipynb_file_init(self, *args, **kwargs):
 
 nbval.plugin.IPyNbFile.__init__ = _ipynb_file_init
 
+_nbval_collect = nbval.plugin.IPyNbFile.collect
+
+
+def _collect(self):
+    """On the second float path, skip the cells tagged `timing-only`: benchmarks whose output
+    nbval never compares (they are also tagged nbval-ignore-output; tests/test_notebooks.py
+    checks it), and whose results no compared cell uses. The first path runs them."""
+    float_path = os.path.basename(os.path.dirname(str(self.path))) == "float-path"
+    for item in _nbval_collect(self):
+        if float_path and "timing-only" in item.cell.get("metadata", {}).get("tags", []):
+            item.options["skip"] = True
+        yield item
+
+
+nbval.plugin.IPyNbFile.collect = _collect
+
 
 def pytest_terminal_summary(terminalreporter):
     """How long each test file took: setup, call and teardown of its tests, summed."""

@@ -71,7 +71,7 @@ def _median(run: Callable[[int], None], world_size: int, repeats: int) -> float:
     return statistics.median(times)
 
 
-def bench_launch(repeats: int = 5) -> dict[int, tuple[float, float]]:
+def bench_launch(repeats: int = 5, world_sizes: tuple[int, ...] = (2, 4)) -> dict[int, tuple[float, float]]:
     """{world_size: (dpsim.launch median s, mp.spawn median s)}; prints a table."""
     import contextlib
     import io
@@ -82,7 +82,7 @@ def bench_launch(repeats: int = 5) -> dict[int, tuple[float, float]]:
         _with_launch(2)
         cold = time.perf_counter() - start
     rows = {}
-    for ws in (2, 4):
+    for ws in world_sizes:
         with contextlib.redirect_stdout(io.StringIO()):
             ours = _median(_with_launch, ws, repeats)
         theirs = _median(_with_spawn, ws, repeats)

@@ -39,6 +39,15 @@ def test_executed_and_clean(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_timing_only_cells_are_never_compared(path):
+    """The second float path skips `timing-only` cells (conftest.py): their outputs must be ones
+    nbval ignores anyway."""
+    for i, cell in enumerate(cells(path)):
+        tags = cell.get("metadata", {}).get("tags", [])
+        assert "timing-only" not in tags or "nbval-ignore-output" in tags, f"cell {i}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_structure(path):
     headings = [line for c in cells(path) if c["cell_type"] == "markdown"
                 for line in "".join(c["source"]).splitlines() if line.startswith(("#", "**"))]
