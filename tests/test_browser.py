@@ -204,7 +204,7 @@ def tour(browser, site, all_pages, built_book):
             page.wait_for_selector(".jupyter-widgets .widget-toggle-buttons", timeout=20000)
             drawn_after = page.evaluate("performance.now() - performance.timing.loadEventEnd"
                                         " + performance.timing.navigationStart")
-        page.wait_for_load_state("networkidle")  # late requests (MathJax's fonts) count too
+        page.wait_for_timeout(800)  # late requests (MathJax's fonts) count too
         name = rel.replace("/", "_")
         page.screenshot(path=os.path.join(shots, name + ".png"))
         views = widget_views(page) if has_widgets else []
