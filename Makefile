@@ -15,7 +15,7 @@ book: $(VENV)/installed
 
 # Two pytest workers, each taking whole files (a notebook's cells must run in order, in one
 # kernel): the waits of one file (timeouts, rendezvous) overlap the work of the other.
-PARALLEL := -n 2 --dist loadfile
+PARALLEL := -n 3 --dist loadfile
 
 # One pytest run, so that two workers stay busy to the end (each file's waits overlap the
 # other's work). It runs the unit tests; the solved copies (scripts/solved-notebooks): they
