@@ -17,7 +17,8 @@ book: $(VENV)/installed
 # kernel): the waits of one file (timeouts, rendezvous, sleeping loaders) overlap the work of
 # the others. On this 2-core machine, from clean clones of the same commit: 588 s of pytest
 # with 3 workers against 597 s with 2 (2026-11-25); an earlier session measured 678 s
-# against 692 s. A small gain, but the budget is tight.
+# against 692 s. A small gain, but the budget is tight. The last clean-clone `make test`
+# took 11 min 4 s, install included (568 s of pytest).
 PARALLEL := -n 3 --dist loadfile
 
 # One pytest run, so that the workers stay busy to the end (each file's waits overlap the

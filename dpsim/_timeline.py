@@ -72,7 +72,7 @@ def merge_traces(paths: Sequence[str], out: str) -> int:
                 continue  # written below, for the new ids
             e = dict(e)
             if "pid" in e:
-                e["pid"] = pids.setdefault(e["pid"], 1000 * rank + len(pids))
+                e["pid"] = pids.setdefault(e["pid"], 1000 * rank + len(pids) + 1)  # not 0
             if e.get("ph") in ("s", "t", "f") and isinstance(e.get("id"), int):
                 e["id"] += 10**9 * rank  # flow arrows stay within their rank
             events.append(e)
