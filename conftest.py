@@ -36,12 +36,17 @@ def start_new_kernel(startup_timeout=60, kernel_name="python", **kwargs):
             log.close()  # the kernel holds its own descriptor
 
 
+def on_float_path(folder: str) -> bool:
+    """True for the folder of the second float path's notebooks (the Makefile's _build/float-path)."""
+    return os.path.basename(os.path.normpath(folder)) == "float-path"
+
+
 def kernel_env(cwd: str | None) -> dict | None:
     """The environment of a kernel for a notebook in a folder named float-path: this one's,
     plus the settings in DPSIM_FLOAT_PATH ("NAME=VALUE NAME=VALUE"; see the Makefile). The
     ranks that the notebook starts inherit it. None (this environment) elsewhere."""
     settings = os.environ.get("DPSIM_FLOAT_PATH", "").split()
-    if not cwd or os.path.basename(os.path.normpath(cwd)) != "float-path":
+    if not cwd or not on_float_path(cwd):
         return None
     if not settings:
         raise RuntimeError(f"{cwd} holds the second float path's notebooks, but DPSIM_FLOAT_PATH "
@@ -70,7 +75,7 @@ def _collect(self):
     """On the second float path, skip the cells tagged `timing-only`: benchmarks whose output
     nbval never compares (they are also tagged nbval-ignore-output; tests/test_notebooks.py
     checks it), and whose results no compared cell uses. The first path runs them."""
-    float_path = os.path.basename(os.path.dirname(str(self.path))) == "float-path"
+    float_path = on_float_path(os.path.dirname(str(self.path)))
     for item in _nbval_collect(self):
         if float_path and "timing-only" in item.cell.get("metadata", {}).get("tags", []):
             item.options["skip"] = True
