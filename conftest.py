@@ -71,13 +71,21 @@ nbval.plugin.IPyNbFile.__init__ = _ipynb_file_init
 _nbval_collect = nbval.plugin.IPyNbFile.collect
 
 
+SKIPPED_ON_FLOAT_PATH = ("timing-only", "no-floats")
+
+
 def _collect(self):
-    """On the second float path, skip the cells tagged `timing-only`: benchmarks whose output
-    nbval never compares (they are also tagged nbval-ignore-output; tests/test_notebooks.py
-    checks it), and whose results no compared cell uses. The first path runs them."""
+    """On the second float path, skip the cells tagged `timing-only` (benchmarks whose output
+    nbval never compares; they are also tagged nbval-ignore-output) or `no-floats` (outputs
+    with no float arithmetic in them: messages, dtypes, counts, verdicts of exact
+    comparisons; like the Makefile's NO_FLOATS chapters, one cell at a time).
+    tests/test_notebooks.py checks both kinds. A later cell that used a name defined only in
+    a skipped cell would fail there, so the float path itself shows that nothing it compares
+    depends on them. The first path runs every cell."""
     float_path = on_float_path(os.path.dirname(str(self.path)))
     for item in _nbval_collect(self):
-        if float_path and "timing-only" in item.cell.get("metadata", {}).get("tags", []):
+        tags = item.cell.get("metadata", {}).get("tags", [])
+        if float_path and any(tag in tags for tag in SKIPPED_ON_FLOAT_PATH):
             item.options["skip"] = True
         yield item
 

@@ -39,5 +39,5 @@ def test_every_entry_links_to_a_section_whose_cell_shows_the_message():
             for out in cell.get("outputs", []):
                 body = (f"{out.get('ename')}: {out.get('evalue')}" if out["output_type"] == "error"
                         else "".join(out.get("text", "")) + "".join(out.get("data", {}).get("text/plain", "")))
-                shown |= text in body
+                shown |= text in body.replace("`", "")  # the page drops backticks from a heading
         assert shown, f"{path}: no cell after ({label})= shows {message!r}"

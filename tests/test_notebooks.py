@@ -48,6 +48,20 @@ def test_timing_only_cells_are_never_compared(path):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
+def test_no_floats_cells_print_no_float_arithmetic(path):
+    """The second float path also skips cells tagged `no-floats` (conftest.py). Like the
+    Makefile's NO_FLOATS chapters, such a cell's compared output may show integers, halves
+    and the like, never the last digits of a float computation."""
+    for i, cell in enumerate(cells(path)):
+        tags = cell.get("metadata", {}).get("tags", [])
+        if "no-floats" not in tags or "nbval-ignore-output" in tags:
+            continue
+        text = "\n".join(text_of(out) for out in cell.get("outputs", []))
+        long = re.findall(r"(?<![\d.])\d+\.\d{2,}(?![\d.])", text)
+        assert not long, f"cell {i} is tagged no-floats but prints {long[:5]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=os.path.basename)
 def test_structure(path):
     headings = [line for c in cells(path) if c["cell_type"] == "markdown"
                 for line in "".join(c["source"]).splitlines() if line.startswith(("#", "**"))]
