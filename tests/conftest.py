@@ -1,10 +1,15 @@
 import os
+import re
 import subprocess
 import sys
 
 import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A value computed in floating point shows its last digits: a decimal with 2 or more places.
+# Output that holds no float arithmetic (NO_FLOATS chapters, `no-floats` cells) shows none.
+LONG_DECIMAL = re.compile(r"(?<![\d.])\d+\.\d{2,}(?![\d.])")
 
 
 def alive(pid: int) -> bool:

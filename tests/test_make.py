@@ -3,7 +3,7 @@ import os
 import re
 import subprocess
 
-from conftest import ROOT
+from conftest import LONG_DECIMAL, ROOT
 
 CHAPTERS = sorted(f for f in os.listdir(os.path.join(ROOT, "chapters")) if f.endswith(".ipynb"))
 
@@ -39,7 +39,7 @@ def test_the_second_pass_runs_on_another_float_path():
     for chapter in sorted(skipped):
         # a value computed in floating point shows its last digits; a skipped chapter may print
         # only integers, halves and the like, and addresses (Makefile: NO_FLOATS)
-        long = re.findall(r"(?<![\d.])\d+\.\d{2,}(?![\d.])", compared_text(chapter))
+        long = LONG_DECIMAL.findall(compared_text(chapter))
         assert not long, f"{chapter} prints {long[:5]}: it belongs in the second pass"
 
 

@@ -7,7 +7,7 @@ import tempfile
 
 import pytest
 
-from conftest import ROOT
+from conftest import LONG_DECIMAL, ROOT
 
 NOTEBOOKS = sorted(glob.glob(os.path.join(ROOT, "chapters", "*.ipynb")))
 MACHINE = [p for p in {ROOT + "/", os.path.expanduser("~") + "/", tempfile.gettempdir() + "/"} if p != "//"]
@@ -57,7 +57,7 @@ def test_no_floats_cells_print_no_float_arithmetic(path):
         if "no-floats" not in tags or "nbval-ignore-output" in tags:
             continue
         text = "\n".join(text_of(out) for out in cell.get("outputs", []))
-        long = re.findall(r"(?<![\d.])\d+\.\d{2,}(?![\d.])", text)
+        long = LONG_DECIMAL.findall(text)
         assert not long, f"cell {i} is tagged no-floats but prints {long[:5]}"
 
 
