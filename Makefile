@@ -39,9 +39,11 @@ PARALLEL := -n 3 --dist loadfile
 # (bit-identical resume), or with a different order (False): the path does not change that.
 # Chapter 13 (profiling) compares only event counts, byte counts, ranks and orderings of
 # times that differ several-fold; its timings are in cells whose output nbval ignores.
+# Chapter 14 (Accelerate) prints sample indices, batch sizes, hooks and log lines.
 NO_FLOATS := 01_ranks_and_world.ipynb 06_when_sync_happens.ipynb 07_data_across_ranks.ipynb \
              08_checkpoints_and_restarts.ipynb 09_from_notebook_to_cluster.ipynb \
-             10_hangs_crashes_and_drift.ipynb 13_why_is_my_job_slow.ipynb
+             10_hangs_crashes_and_drift.ipynb 13_why_is_my_job_slow.ipynb \
+             14_accelerate_lightning_trainer.ipynb
 FLOAT_PATH := $(filter-out $(addprefix _build/solved/,$(NO_FLOATS)),\
                 $(patsubst chapters/%,_build/solved/%,$(wildcard chapters/*.ipynb)))
 

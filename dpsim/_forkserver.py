@@ -23,6 +23,11 @@ from . import _wire
 
 _PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+# Imported by the server too when the caller has already imported them (a chapter's setup
+# cell does, before its first launch): ranks that unpickle a function using them then skip
+# the import (torch.distributed.optim alone takes ~0.6 s per rank).
+PRELOAD_IF_IMPORTED = ("torch.distributed.checkpoint", "torch.distributed.optim")
+
 
 class ForkServerDied(RuntimeError):
     """The fork server exited; its log is in the message."""
@@ -34,7 +39,9 @@ class ForkServer:
     def __init__(self) -> None:
         self._log = tempfile.TemporaryFile()  # its stderr: never the caller's fds (ipykernel captures those)
         self._log_text = ""  # the log's tail, once died() has read and closed it
-        code = f"import sys; sys.path.insert(0, {_PKG_PARENT!r}); from dpsim._forkserver import serve; serve()"
+        preload = [m for m in PRELOAD_IF_IMPORTED if m in sys.modules]
+        code = (f"import sys; sys.path.insert(0, {_PKG_PARENT!r}); "
+                f"from dpsim._forkserver import serve; serve({preload!r})")
         self.proc = subprocess.Popen(
             [sys.executable, "-c", code],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
@@ -109,7 +116,7 @@ def _close_at_exit() -> None:
 
 # ---------------------------------------------------------------- server side
 
-def serve() -> None:
+def serve(preload: list[str] = ()) -> None:
     """Loop: read launch/kill requests on stdin, fork ranks, report their exits.
 
     The server ends when its caller does: stdin then reaches EOF. (No PDEATHSIG
@@ -121,6 +128,9 @@ def serve() -> None:
     import torch.distributed  # noqa: F401
     import torch._dynamo  # noqa: F401  # DDP imports it (800+ modules, ~1 s) on first use: once here, not per rank
     import torch.nn.parallel  # noqa: F401
+    import importlib
+    for name in preload:  # what the caller imported (ForkServer.__init__)
+        importlib.import_module(name)
 
     from . import _rank
 

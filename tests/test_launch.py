@@ -221,17 +221,22 @@ def test_works_after_caller_used_openmp_pool(python, script_env):
 
 
 def test_function_defined_in_main_is_sent_by_value(python, script_env):
+    """Also: the fork server preloads what the caller imported of PRELOAD_IF_IMPORTED, and
+    only that (the function refers to neither module, so unpickling it imports neither)."""
     proc = run_script(python, script_env, """
-        import torch, torch.distributed as dist, dpsim
+        import sys
+        import torch, torch.distributed as dist, torch.distributed.optim, dpsim
         SCALE = 10.0
         def square_sum(rank, world_size):
             t = torch.tensor([SCALE * (rank + 1)]) ** 2
             dist.all_reduce(t)
-            return t.item()
+            loaded = [m in sys.modules for m in ("torch.distributed.optim",
+                                                 "torch.distributed.checkpoint")]
+            return t.item(), loaded
         print("RESULT", dpsim.launch(square_sum, world_size=2))
     """, timeout=90)
     assert proc.returncode == 0, proc.stderr
-    assert "RESULT [500.0, 500.0]" in proc.stdout
+    assert "RESULT [(500.0, [True, False]), (500.0, [True, False])]" in proc.stdout
 
 
 def test_two_callers_at_once_do_not_collide(python, script_env, tmp_path):

@@ -35,7 +35,10 @@ def test_the_second_pass_runs_on_another_float_path():
     [copy] = [c for c in commands if re.search(r"\bcp .*_build/float-path/?\s*$", c)]
     copied = sorted(os.path.basename(p) for p in re.findall(r"_build/solved/(\S+\.ipynb)", copy))
     skipped = set(CHAPTERS) - set(copied)
-    assert skipped and len(copied) >= len(CHAPTERS) // 2, copied  # the pass runs, and not on a token few
+    # the pass runs, and not on a token few: at least the six chapters whose outputs come
+    # from float arithmetic (2-5, 11, 12; chapter 14 prints none, so "half of all
+    # chapters" stopped being the right floor when it came)
+    assert skipped and len(copied) >= 6, copied
     for chapter in sorted(skipped):
         # a value computed in floating point shows its last digits; a skipped chapter may print
         # only integers, halves and the like, and addresses (Makefile: NO_FLOATS)
