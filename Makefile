@@ -13,17 +13,14 @@ book: $(VENV)/installed
 	$(BIN)/jupyter-book build --warningiserror --keep-going .
 	@echo "The book is at _build/html/index.html"
 
-# Four pytest workers, each taking whole files (a notebook's cells must run in order, in one
+# Three pytest workers, each taking whole files (a notebook's cells must run in order, in one
 # kernel): the waits of one file (timeouts, rendezvous, sleeping loaders) overlap the work of
 # the others. On this 2-core machine, from clean clones of the same commit: 588 s of pytest
-# with 3 workers against 597 s with 2 (2026-11-25). Four workers (tried 2026-11-25, clean
-# clone): 11 min 49 s against 12 min 21 s with three, but chapter 13's loader verdict
-# (workers shrink the data phase) failed: with 4 files at once on 2 cores the loader
-# workers get too little CPU. That verdict was a timing, which nbval should never have
-# compared; its cell's output is now ignored (like every timing), and four workers it is
-# (the workers wait a third of the time: sleeps, timeouts, rendezvous, a browser).
-# conftest.py hands out the longest files first.
-PARALLEL := -n 4 --dist loadfile
+# with 3 workers against 597 s with 2 (2026-11-25). Four workers: 11 min 49 s against
+# 12 min 21 s with three on one commit, but 12 min 33 s against 12 min 23 s on a later one
+# (every file slower, and chapter 13's speed orderings failed under the load), so three.
+# conftest.py hands out the longest files first, so that no long file is left to the end.
+PARALLEL := -n 3 --dist loadfile
 
 # One pytest run, so that the workers stay busy to the end (each file's waits overlap the
 # other's work). It runs the unit tests; the solved copies (scripts/solved-notebooks): they
