@@ -19,7 +19,8 @@ book: $(VENV)/installed
 # with 3 workers against 597 s with 2 (2026-11-25). Four workers: 11 min 49 s against
 # 12 min 21 s with three on one commit, but 12 min 33 s against 12 min 23 s on a later one
 # (every file slower, and chapter 13's speed orderings failed under the load), so three.
-# conftest.py hands out the longest files first, so that no long file is left to the end.
+# Handing out the longest files first (tried once, 2026-11-25) gave 12 min 50 s: no gain
+# that one run could show, so the files go in collection order.
 PARALLEL := -n 3 --dist loadfile
 
 # One pytest run, so that the workers stay busy to the end (each file's waits overlap the

@@ -107,32 +107,3 @@ def pytest_terminal_summary(terminalreporter):
         for file, total in sorted(seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{total:8.1f}  {file}")
 
-
-# The longest test files first (seconds per file, summed, in a clean-clone `make test` on
-# 2026-11-25). pytest-xdist hands out whole files in collection order (--dist loadfile),
-# so a long file collected last keeps one worker busy while the others sit idle.
-LONGEST_FIRST = (
-    "tests/test_browser.py",  # 204 s
-    "tests/test_torchrun.py",  # 166 s
-    "_build/solved/09_from_notebook_to_cluster.ipynb",  # 161 s
-    "tests/test_train_ddp.py",  # 106 s
-    "_build/solved/08_checkpoints_and_restarts.ipynb",  # 97 s
-    "tests/test_launch.py",  # 83 s
-    "_build/solved/11_mixed_precision_and_compression.ipynb",  # 81 s
-    "_build/float-path/11_mixed_precision_and_compression.ipynb",  # 72 s
-    "_build/solved/10_hangs_crashes_and_drift.ipynb",  # 66 s
-    "_build/float-path/12_sharding_with_zero_and_fsdp.ipynb",  # 61 s
-    "_build/solved/03_dataparallel_vs_ddp.ipynb",  # 60 s
-    "tests/test_chapter_code.py",  # 56 s
-)
-
-
-def pytest_collection_modifyitems(session, config, items):
-    """Run the files of LONGEST_FIRST first, in that order; the rest keep theirs."""
-    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
-
-    def where(item) -> int:
-        path = os.path.relpath(str(item.path), str(config.rootpath)).replace(os.sep, "/")
-        return rank.get(path, len(rank))
-
-    items.sort(key=where)  # stable: a notebook's cells stay in order
