@@ -106,4 +106,3 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "seconds per test file (its tests' phases, summed)")
         for file, total in sorted(seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{total:8.1f}  {file}")
-

@@ -9,6 +9,7 @@ torch loaded and no threads, CUDA or OpenMP state of anyone's.
 from __future__ import annotations
 
 import atexit
+import importlib
 import os
 import signal
 import socket
@@ -17,7 +18,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Any
+from typing import Any, Sequence
 
 from . import _wire
 
@@ -116,7 +117,7 @@ def _close_at_exit() -> None:
 
 # ---------------------------------------------------------------- server side
 
-def serve(preload: list[str] = ()) -> None:
+def serve(preload: Sequence[str] = ()) -> None:
     """Loop: read launch/kill requests on stdin, fork ranks, report their exits.
 
     The server ends when its caller does: stdin then reaches EOF. (No PDEATHSIG
@@ -128,7 +129,6 @@ def serve(preload: list[str] = ()) -> None:
     import torch.distributed  # noqa: F401
     import torch._dynamo  # noqa: F401  # DDP imports it (800+ modules, ~1 s) on first use: once here, not per rank
     import torch.nn.parallel  # noqa: F401
-    import importlib
     for name in preload:  # what the caller imported (ForkServer.__init__)
         importlib.import_module(name)
 
