@@ -19,9 +19,8 @@ book: $(VENV)/installed
 # with 3 workers against 597 s with 2 (2026-11-25). Four workers: 11 min 49 s against
 # 12 min 21 s with three on one commit, but 12 min 33 s against 12 min 23 s on a later one
 # (every file slower, and chapter 13's speed orderings failed under the load), so three.
-# Handing out the longest files first (tried once, 2026-11-25) gave 12 min 50 s: no gain
-# that one run could show, so the files go in collection order.
-PARALLEL := -n 3 --dist loadfile
+# The longest files go first (conftest.py); --no-loadscope-reorder keeps that order.
+PARALLEL := -n 3 --dist loadfile --no-loadscope-reorder
 
 # One pytest run, so that the workers stay busy to the end (each file's waits overlap the
 # other's work). It runs the unit tests; the solved copies (scripts/solved-notebooks): they
@@ -55,13 +54,17 @@ test: $(VENV)/installed
 	DPSIM_FLOAT_PATH="ATEN_CPU_CAPABILITY=default OMP_NUM_THREADS=1 DPSIM_RANK_THREADS=2" \
 	  $(BIN)/python -m pytest $(PARALLEL) tests _build/solved _build/float-path
 
-# Bytecode is compiled on every core (pip would compile on one); one file of torch's test
-# helpers is Python 3.12 syntax and is skipped.
+# No bytecode at install (pip would compile every file, on one core): Python compiles each
+# module the first time a process imports it and keeps the .pyc, about a third of the
+# venv's files. Compiling all of them on both cores took 31 s of the test budget.
 $(VENV)/installed: requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
-	$(BIN)/python -m compileall -q -j 0 -x py312_intrinsics $(VENV)/lib >/dev/null
 	touch $@
+
+# Some machines set PYTHONDONTWRITEBYTECODE=1 (this project's do): every process would then
+# compile the modules it imports again: `import torch` takes 5.5 s of CPU instead of 2.5 s.
+unexport PYTHONDONTWRITEBYTECODE
 
 clean:
 	rm -rf _build $(VENV)

@@ -106,3 +106,48 @@ def pytest_terminal_summary(terminalreporter):
         terminalreporter.write_sep("-", "seconds per test file (its tests' phases, summed)")
         for file, total in sorted(seconds.items(), key=lambda item: -item[1]):
             terminalreporter.write_line(f"{total:8.1f}  {file}")
+
+
+# The longest test files first: seconds per file from this summary, in a clean-clone
+# `make test` (2026-11-25); the files not listed (under 30 s) follow in collection order.
+# Workers take whole files (--dist loadfile) in this order (--no-loadscope-reorder: else
+# pytest-xdist puts the files with the most tests first, and the book's browser tests, 200 s
+# in a few tests, came last, with one worker busy and the others idle for up to a minute).
+LONGEST_FIRST = (
+    "tests/test_browser.py",  # 207 s
+    "_build/solved/09_from_notebook_to_cluster.ipynb",  # 173 s
+    "tests/test_torchrun.py",  # 133 s
+    "tests/test_train_ddp.py",  # 100 s
+    "_build/solved/08_checkpoints_and_restarts.ipynb",  # 98 s
+    "tests/test_launch.py",  # 90 s
+    "_build/solved/11_mixed_precision_and_compression.ipynb",  # 82 s
+    "_build/float-path/11_mixed_precision_and_compression.ipynb",  # 74 s
+    "_build/solved/10_hangs_crashes_and_drift.ipynb",  # 70 s
+    "_build/float-path/12_sharding_with_zero_and_fsdp.ipynb",  # 67 s
+    "tests/test_chapter_code.py",  # 66 s
+    "_build/solved/12_sharding_with_zero_and_fsdp.ipynb",  # 62 s
+    "_build/solved/03_dataparallel_vs_ddp.ipynb",  # 60 s
+    "_build/float-path/03_dataparallel_vs_ddp.ipynb",  # 53 s
+    "_build/solved/13_why_is_my_job_slow.ipynb",  # 50 s
+    "_build/float-path/05_batchnorm_and_syncbatchnorm.ipynb",  # 46 s
+    "_build/solved/06_when_sync_happens.ipynb",  # 46 s
+    "_build/solved/04_averaging_vs_summing.ipynb",  # 40 s
+    "_build/float-path/04_averaging_vs_summing.ipynb",  # 39 s
+    "_build/solved/05_batchnorm_and_syncbatchnorm.ipynb",  # 38 s
+    "_build/solved/01_ranks_and_world.ipynb",  # 37 s
+    "_build/float-path/02_reduce_and_all_reduce.ipynb",  # 35 s
+    "_build/solved/07_data_across_ranks.ipynb",  # 34 s
+    "_build/solved/02_reduce_and_all_reduce.ipynb",  # 33 s
+    "tests/test_backend.py",  # 31 s
+)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """Run the files of LONGEST_FIRST first, in that order; the rest keep theirs."""
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+
+    def where(item) -> int:
+        path = os.path.relpath(str(item.path), str(config.rootpath)).replace(os.sep, "/")
+        return rank.get(path, len(rank))
+
+    items.sort(key=where)  # stable: a notebook's cells stay in order

@@ -21,22 +21,38 @@ Public names:
     ThreadDataParallel  nn.DataParallel's algorithm with threads, so it runs on a CPU
     decomposes    does a loss satisfy f([x, y]) == (f(x) + f(y)) / 2 (values and gradients)?
 """
+import importlib
+
 from ._dataparallel import ThreadDataParallel
 from ._decompose import Decomposition, decomposes
 from ._device import rank_device
 from ._exercise import check
 from ._glue import glue
-from ._explorer import explorer
 from ._launch import LaunchTimeout, RankError, launch
-from ._plot import figure_style, plot_ranks
 from ._ring_animation import animate_ring
 from ._svg import bars_svg, lines_svg
-from ._timeline import merge_traces, plot_timelines
 from ._shell import free_port, shell
 from ._torchrun import torchrun
 from . import _ipython
 
 _ipython.install(RankError, LaunchTimeout)
+
+# Imported on first use: they import matplotlib or ipywidgets (about 1 s), which the ranks
+# that torchrun starts with `python -m dpsim`, and the fork server, never need.
+_LAZY = {"explorer": "_explorer", "figure_style": "_plot", "plot_ranks": "_plot",
+         "merge_traces": "_timeline", "plot_timelines": "_timeline"}
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'dpsim' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
 
 __all__ = [
     "launch", "RankError", "LaunchTimeout", "rank_device", "torchrun", "shell", "free_port",

@@ -1,5 +1,6 @@
 """dpsim's small helpers: exercise checks, figures, traceback paths."""
 import re
+import subprocess
 
 import matplotlib
 import pytest
@@ -119,3 +120,17 @@ def test_lines_svg_draws_one_line_per_series():
     assert len(lines) == 2 and all(len(l.get("points").split()) == 3 for l in lines)
     assert root.find("figcaption").text == "running mean"
     assert [s.text for s in root.iter("span") if s.text] == ["rank 0", "rank 1"]  # the key, below the plot
+
+
+def test_import_leaves_plotting_and_widgets_for_first_use(python, script_env):
+    """`python -m dpsim` (each rank of dpsim.torchrun) and the fork server import dpsim:
+    matplotlib and ipywidgets wait until a chart or widget is asked for."""
+    code = ("import sys, dpsim\n"
+            "print(sorted(m for m in ('matplotlib', 'ipywidgets') if m in sys.modules))\n"
+            "print(dpsim.plot_ranks.__module__, dpsim.explorer.__module__, 'explorer' in dir(dpsim))\n"
+            "print('matplotlib' in sys.modules, 'ipywidgets' in sys.modules)\n"
+            "dpsim.no_such_name\n")
+    proc = subprocess.run([python, "-c", code], env=script_env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.splitlines() == ["[]", "dpsim._plot dpsim._explorer True", "True True"], proc.stderr
+    assert proc.stderr.rstrip().endswith("AttributeError: module 'dpsim' has no attribute 'no_such_name'")

@@ -260,7 +260,16 @@ def test_two_callers_at_once_do_not_collide(python, script_env, tmp_path):
     assert other.returncode == 0 and "RESULT [3.0, 3.0, 3.0]" in out, err
 
 
-def test_ctrl_c_stops_every_rank_while_the_caller_lives_on(tmp_path):
+@pytest.fixture
+def ctrl_c_raises():
+    """Python's own Ctrl-C handler, as in a terminal. A shell starts a background job
+    (`make test &`) with SIGINT ignored, and Python then installs none: no interrupt comes."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
+def test_ctrl_c_stops_every_rank_while_the_caller_lives_on(tmp_path, ctrl_c_raises):
     """Ctrl-C (a kernel interrupt) stops every rank before launch returns, even though the caller,
     like a Jupyter kernel, keeps running (its exit would take the ranks with it anyway)."""
     errors = []
@@ -271,7 +280,10 @@ def test_ctrl_c_stops_every_rank_while_the_caller_lives_on(tmp_path):
         except BaseException as exc:  # reported below, instead of dying silently in the thread
             errors.append(exc)
             raise
-        os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C or Jupyter's interrupt button sends
+        # What Ctrl-C or Jupyter's interrupt button sends, to the main thread: a process-wide
+        # signal may land on this thread and leave the main thread's wait uninterrupted
+        # (Python runs signal handlers only in the main thread).
+        signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
 
     threading.Thread(target=interrupt_once_ranks_run, daemon=True).start()
     with pytest.raises(KeyboardInterrupt):

@@ -46,7 +46,9 @@ def test_profiles_merge_into_one_trace_whose_ranks_share_a_clock(ch13, tmp_path,
     """The merged file is what Perfetto's JSON importer reads, and the ranks' copies of one
     all-reduce overlap in time: it cannot end on one rank before the other has joined it."""
     monkeypatch.chdir(tmp_path)
-    runs = dpsim.launch(ch13["profile_steps"], 32, [0.0, 2.0], 0, "slow", world_size=2)
+    # rank 1 loads each sample in 8 ms: 0.5 s late over the two profiled steps, far more
+    # than a loaded machine's scheduling delays (2 ms a sample once lost to them)
+    runs = dpsim.launch(ch13["profile_steps"], 32, [0.0, 8.0], 0, "slow", world_size=2)
     assert [sum(r[0] == "all-reduce" for r in rows) for rows in runs] == [8, 8]
     waits = [ch13["union_ms"](rows, "all-reduce") for rows in runs]
     assert waits[0] > 2 * waits[1]  # rank 1 loads slowly: rank 0 waits for it
