@@ -2,6 +2,7 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import pytest
 
@@ -32,6 +33,11 @@ def script_env():
 @pytest.fixture
 def python():
     return sys.executable
+
+
+def run_script(python: str, env: dict, code: str, **kw) -> subprocess.CompletedProcess:
+    """`python -c code` (dedented), its output captured as text."""
+    return subprocess.run([python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, **kw)
 
 
 def chapter_code(notebook: str, *names: str) -> dict:

@@ -1,12 +1,12 @@
 """dpsim's small helpers: exercise checks, figures, traceback paths."""
 import re
-import subprocess
 
 import matplotlib
 import pytest
 import torch
 
 import dpsim
+from conftest import run_script
 from dpsim._rank import short_path, to_cpu
 
 
@@ -130,7 +130,6 @@ def test_import_leaves_plotting_and_widgets_for_first_use(python, script_env):
             "print(dpsim.plot_ranks.__module__, dpsim.explorer.__module__, 'explorer' in dir(dpsim))\n"
             "print('matplotlib' in sys.modules, 'ipywidgets' in sys.modules)\n"
             "dpsim.no_such_name\n")
-    proc = subprocess.run([python, "-c", code], env=script_env, capture_output=True, text=True,
-                          timeout=120)
+    proc = run_script(python, script_env, code, timeout=120)
     assert proc.stdout.splitlines() == ["[]", "dpsim._plot dpsim._explorer True", "True True"], proc.stderr
     assert proc.stderr.rstrip().endswith("AttributeError: module 'dpsim' has no attribute 'no_such_name'")

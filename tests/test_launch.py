@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import dpsim
-from conftest import alive
+from conftest import alive, run_script
 from dpsim import _forkserver
 import ranks
 
@@ -196,10 +196,6 @@ def test_gloo_stays_on_loopback_where_the_hostname_resolves_elsewhere(python, sc
     found = ast.literal_eval(proc.stdout.split("RESULT ", 1)[1])
     every = [addr for own, store in found for addr in own + store]
     assert every and all(a in ("127.0.0.1", "::1") for a in every), every
-
-
-def run_script(python, env, code, **kw):
-    return subprocess.run([python, "-c", textwrap.dedent(code)], env=env, capture_output=True, text=True, **kw)
 
 
 def test_works_after_caller_used_openmp_pool(python, script_env):
